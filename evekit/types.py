@@ -1,0 +1,117 @@
+"""Small shared records passed between the task engine, the client, the judges and the notebooks.
+
+They live in one module so that every part of evekit speaks the same language:
+a task builds `GenerationRequest`s, the client answers them with `GenerationResult`s,
+and the judges are configured with `JudgeSpec`s.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+Api = Literal["chat", "completions"]
+
+
+@dataclass(frozen=True)
+class GenerationRequest:
+    """One call to a model. Either `messages` (chat endpoint) or `prompt` (completions)."""
+
+    messages: tuple[dict[str, str], ...] | None = None
+    prompt: str | None = None
+    temperature: float = 0.0
+    max_tokens: int = 256
+    stop: tuple[str, ...] | None = None
+    seed: int | None = None
+    response_format: dict[str, Any] | None = None
+    # Distinguishes repeated samples of the same prompt at temperature > 0 in the cache.
+    sample_index: int = 0
+
+    def __post_init__(self) -> None:
+        if (self.messages is None) == (self.prompt is None):
+            raise ValueError("GenerationRequest needs exactly one of `messages` or `prompt`")
+        if self.messages is not None and not isinstance(self.messages, tuple):
+            object.__setattr__(self, "messages", tuple(dict(m) for m in self.messages))
+        if self.stop is not None and not isinstance(self.stop, tuple):
+            object.__setattr__(self, "stop", tuple(self.stop))
+
+    @property
+    def api(self) -> Api:
+        return "chat" if self.messages is not None else "completions"
+
+
+@dataclass
+class GenerationResult:
+    """What came back for one request.
+
+    `text` is the final answer (reasoning and `<think>` blocks removed); `reasoning` keeps
+    what was removed; `raw` is the content exactly as the server sent it. `error` is set
+    only for infrastructure failures (HTTP error after retries, timeout, bad response):
+    then `text` is None and the sample is excluded from metrics and counted as failed.
+    """
+
+    text: str | None
+    reasoning: str | None = None
+    raw: str | None = None
+    error: str | None = None
+    cached: bool = False
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    finish_reason: str | None = None
+
+    @property
+    def failed(self) -> bool:
+        return self.error is not None
+
+
+@dataclass
+class Usage:
+    """Usage accounting for one run; goes into results.json `usage`."""
+
+    requests: int = 0
+    cache_hits: int = 0
+    failures: int = 0
+    retries: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    seconds: float = 0.0
+
+    def as_dict(self) -> dict[str, float]:
+        d = asdict(self)
+        d["tokens"] = self.prompt_tokens + self.completion_tokens
+        d["seconds"] = round(self.seconds, 3)
+        return d
+
+    def add(self, other: "Usage") -> "Usage":
+        return Usage(**{k: getattr(self, k) + getattr(other, k) for k in asdict(self)})
+
+
+@dataclass(frozen=True)
+class JudgeSpec:
+    """One LLM judge: its display name, model id, endpoint and the NAME of its key variable."""
+
+    name: str
+    model: str
+    base_url: str
+    api_key_env: str | None = None
+    api: Api = "chat"
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, d: "dict[str, Any] | JudgeSpec") -> "JudgeSpec":
+        if isinstance(d, JudgeSpec):
+            return d
+        if "api_key" in d:
+            raise ValueError(
+                f"judge {d.get('name')!r}: pass the NAME of an environment variable as "
+                "`api_key_env`, never the key itself"
+            )
+        missing = [k for k in ("name", "model", "base_url") if not d.get(k)]
+        if missing:
+            raise ValueError(f"judge {d!r} is missing {', '.join(missing)}")
+        return cls(
+            name=str(d["name"]),
+            model=str(d["model"]),
+            base_url=str(d["base_url"]),
+            api_key_env=d.get("api_key_env"),
+            api=d.get("api", "chat"),
+        )
