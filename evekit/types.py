@@ -94,6 +94,8 @@ class JudgeSpec:
     base_url: str
     api_key_env: str | None = None
     api: Api = "chat"
+    # Optional sampling temperature for this judge (None: the panel's default, usually 0).
+    temperature: float | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -114,4 +116,5 @@ class JudgeSpec:
             base_url=str(d["base_url"]),
             api_key_env=d.get("api_key_env"),
             api=d.get("api", "chat"),
+            temperature=d.get("temperature"),
         )

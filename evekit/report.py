@@ -1,0 +1,241 @@
+"""Writing what a run leaves behind: samples.csv, results.json, results.eee.jsonl and the run index.
+
+The layout is the output contract of DESIGN.md:
+`outputs/<run_name>/<model_name>/<task>/{samples.csv, results.json, results.eee.jsonl, report.html, *.png}`.
+"""
+from __future__ import annotations
+
+import html
+import json
+import math
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+import evekit
+
+EEE_SCHEMA_VERSION = "0.2.1"
+# Parameter names that could carry a secret if a user put one there by mistake.
+SECRET_HINTS = ("api_key", "token", "secret", "password")
+
+
+def _clean(value: Any) -> Any:
+    """JSON-safe copy: NaN/inf become None, numpy scalars become Python numbers."""
+    if isinstance(value, dict):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def public_params(params: dict[str, Any]) -> dict[str, Any]:
+    """Parameters as recorded in results: only names of key variables, never values."""
+    out: dict[str, Any] = {}
+    for key, value in params.items():
+        if any(h in key.lower() for h in SECRET_HINTS) and not key.endswith("_env"):
+            continue
+        if key == "judges" and isinstance(value, list):
+            value = [{k: v for k, v in dict(j).items() if k != "api_key"} for j in value]
+        out[key] = value
+    return _clean(out)
+
+
+def display_path(path: Path) -> str:
+    """Path relative to the repository when inside it, so notebooks do not record machine paths."""
+    path = Path(path).resolve()
+    try:
+        return str(path.relative_to(Path(evekit.__file__).resolve().parent.parent))
+    except ValueError:
+        return str(path)
+
+
+def build_results(*, task: str, model: str, samples: pd.DataFrame, metrics: dict[str, dict],
+                  usage: dict[str, Any], params: dict[str, Any], extra: dict[str, Any] | None = None,
+                  notes: list[str] | None = None) -> dict[str, Any]:
+    n_unparsed = int(samples["unparsed"].fillna(False).astype(bool).sum()) if "unparsed" in samples else 0
+    n_failed = int(samples["failed"].fillna(False).astype(bool).sum()) if "failed" in samples else 0
+    results = {
+        "task": task,
+        "model": model,
+        "n": int(len(samples)),
+        "n_unparsed": n_unparsed,
+        "n_failed": n_failed,
+        "metrics": metrics,
+        "usage": usage,
+        "params": public_params(params),
+        "evekit_version": evekit.__version__,
+        "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
+    if notes:
+        results["notes"] = list(notes)
+    if extra:
+        results.update(extra)
+    return _clean(results)
+
+
+def to_eee(results: dict[str, Any], *, dataset: str) -> dict[str, Any]:
+    """One result in the Every Eval Ever schema 0.2.1 (the fields EuroEval documents)."""
+    now = int(time.time())
+    source_type = "hf_dataset" if not Path(dataset).suffix else "local_file"
+    failures = results.get("n_failed", 0) + results.get("n_unparsed", 0)
+    evaluation_results = []
+    for name, m in results["metrics"].items():
+        if m.get("value") is None:
+            continue
+        bounded = name not in {"fleiss_kappa"}
+        evaluation_results.append({
+            "evaluation_name": name,
+            "source_data": {"dataset_name": dataset, "source_type": source_type},
+            "metric_config": {
+                "lower_is_better": False,
+                "score_type": "continuous",
+                "min_score": 0 if bounded else -1,
+                "max_score": 1,
+            },
+            "score_details": {
+                "score": m["value"],
+                "details": {
+                    "num_failed_instances": f"{float(results.get('n_failed', 0))}",
+                    "num_unparsed_instances": f"{float(results.get('n_unparsed', 0))}",
+                },
+                "uncertainty": {
+                    "confidence_interval": {
+                        "lower": m.get("ci_low"),
+                        "upper": m.get("ci_high"),
+                        "confidence_level": 0.95,
+                        "method": "bootstrap",
+                    },
+                    "num_samples": m.get("n", results["n"]),
+                },
+            },
+        })
+    return _clean({
+        "schema_version": EEE_SCHEMA_VERSION,
+        "evaluation_id": f"{results['task']}/{results['model']}/{now}",
+        "evaluation_timestamp": results.get("timestamp") or datetime.now(timezone.utc).isoformat(),
+        "retrieved_timestamp": str(now),
+        "source_metadata": {
+            "source_name": "evekit",
+            "source_type": "evaluation_run",
+            "source_organization_name": "evekit",
+            "source_organization_url": "https://github.com/eve-esa/evalkit",
+            "evaluator_relationship": "third_party",
+        },
+        "model_info": {
+            "id": results["model"],
+            "name": results["model"],
+            "additional_details": {"generative": "true", "api": str(results["params"].get("api", ""))},
+        },
+        "eval_library": {
+            "name": "evekit",
+            "version": evekit.__version__,
+            "additional_details": {
+                "task": results["task"],
+                "few_shot": str(bool(results["params"].get("num_fewshot"))).lower(),
+                "num_fewshot": str(results["params"].get("num_fewshot")),
+                "num_failed_or_unparsed": str(failures),
+            },
+        },
+        "evaluation_results": evaluation_results,
+    })
+
+
+def write_run(out_dir: Path, samples: pd.DataFrame, results: dict[str, Any], *, dataset: str) -> Path:
+    """Write samples.csv, results.json and results.eee.jsonl into `out_dir`."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    samples.to_csv(out_dir / "samples.csv", index=False)
+    (out_dir / "results.json").write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n")
+    with open(out_dir / "results.eee.jsonl", "w") as f:
+        f.write(json.dumps(to_eee(results, dataset=dataset), ensure_ascii=False) + "\n")
+    return out_dir
+
+
+def _fmt(m: dict[str, Any] | None) -> str:
+    if not m or m.get("value") is None:
+        return "–"
+    lo, hi = m.get("ci_low"), m.get("ci_high")
+    ci = f" [{lo:.2f}, {hi:.2f}]" if lo is not None and hi is not None else ""
+    return f"{m['value']:.3f}{ci}"
+
+
+HEADLINE = ("acc", "IoU", "f1", "judge_voting", "llm_as_judge", "llm_as_judge_avg")
+
+
+def headline(results: dict[str, Any]) -> tuple[str, dict[str, Any] | None]:
+    metrics = results.get("metrics", {})
+    for name in HEADLINE:
+        if name in metrics and metrics[name].get("value") is not None:
+            return name, metrics[name]
+    for name, m in metrics.items():
+        if m.get("value") is not None:
+            return name, m
+    return "–", None
+
+
+def write_index(run_dir: Path) -> Path:
+    """`<run_dir>/index.html`: every report of the run with its headline number and failures."""
+    run_dir = Path(run_dir)
+    rows = []
+    for res_file in sorted(run_dir.glob("*/*/results.json")):
+        res = json.loads(res_file.read_text())
+        name, m = headline(res)
+        report = res_file.parent / "report.html"
+        link = (f'<a href="{html.escape(str(report.relative_to(run_dir)))}">report</a>'
+                if report.exists() else "no report")
+        rows.append(
+            f"<tr><td>{html.escape(res['task'])}</td><td>{html.escape(res['model'])}</td>"
+            f"<td>{html.escape(name)}</td><td>{_fmt(m)}</td><td>{res['n']}</td>"
+            f"<td>{res.get('n_unparsed', 0)}</td><td>{res.get('n_failed', 0)}</td><td>{link}</td></tr>"
+        )
+    extra = []
+    for report in sorted(run_dir.glob("win_rate/*/report.html")) + sorted(run_dir.glob("summary/report.html")):
+        rel = report.relative_to(run_dir)
+        label = "summary leaderboard" if rel.parts[0] == "summary" else f"win rate: {rel.parts[1]}"
+        summary = report.parent / "summary.csv"
+        note = ""
+        if summary.exists() and rel.parts[0] == "win_rate":
+            note = _win_rate_headline(summary)
+        extra.append(f'<li><a href="{html.escape(str(rel))}">{html.escape(label)}</a> {html.escape(note)}</li>')
+    for report in sorted(run_dir.glob("failed/*/report.html")):
+        rel = report.relative_to(run_dir)
+        extra.append(f'<li><a href="{html.escape(str(rel))}">FAILED: {html.escape(rel.parts[1])}</a></li>')
+    page = f"""<!doctype html>
+<html><head><meta charset="utf-8"><title>evekit run {html.escape(run_dir.name)}</title>
+<style>body{{font-family:sans-serif;margin:2em;max-width:70em}}table{{border-collapse:collapse}}
+td,th{{border:1px solid #ccc;padding:.3em .6em;text-align:left}}th{{background:#eee}}</style></head>
+<body><h1>evekit run <code>{html.escape(run_dir.name)}</code></h1>
+<p>Headline metric per task with its 95% bootstrap confidence interval. <em>unparsed</em>: answers the
+model gave in an unusable form (scored wrong); <em>failed</em>: infrastructure failures (excluded from the
+metric). Scores of the embedded SmolLM2-135M demo model only show that the pipeline works; they are not a
+finding about any model.</p>
+<table><tr><th>task</th><th>model</th><th>metric</th><th>value [95% CI]</th><th>n</th><th>unparsed</th>
+<th>failed</th><th></th></tr>
+{''.join(rows)}
+</table>
+<ul>{''.join(extra)}</ul>
+<p><small>evekit {evekit.__version__}, written {datetime.now(timezone.utc).isoformat(timespec='seconds')}</small></p>
+</body></html>
+"""
+    index = run_dir / "index.html"
+    index.write_text(page, encoding="utf-8")
+    return index
+
+
+def _win_rate_headline(summary_csv: Path) -> str:
+    try:
+        df = pd.read_csv(summary_csv)
+    except Exception:  # a half-written summary must not break the index
+        return ""
+    cols = [c for c in df.columns if "win_rate" in c and "alpaca" not in c and "diff" not in c]
+    if df.empty or not cols:
+        return ""
+    row = df.iloc[-1]
+    return "(" + ", ".join(f"{c}={row[c]:.3f}" for c in cols[:2] if isinstance(row[c], (int, float))) + ")"

@@ -1,0 +1,299 @@
+"""One task run, step by step, for the task notebooks.
+
+Each method is one sentence of the notebook's story::
+
+    run = TaskRun.from_notebook(globals())   # parameters, validated
+    run.load()                               # rows in the task's schema
+    run.show_prompts(2)                      # what the model sees
+    run.generate()                           # model calls: cached, concurrent, retried
+    run.judge()                              # LLM judges (open-ended tasks only)
+    run.metrics_table()                      # metrics with 95% CIs and failure counts
+    run.plots()                              # figures, also saved as PNG
+    run.worst(5)                             # items to read
+    run.save()                               # samples.csv, results.json, results.eee.jsonl
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from evekit import plots, report, tasks
+from evekit.client import ModelClient
+from evekit.params import RunConfig, resolve_path
+from evekit.types import Usage
+
+TINY_MODEL_NOTE = (
+    "The embedded demo model (SmolLM2-135M-Instruct, 4-bit) is tiny: its scores show that the "
+    "pipeline works, they are not a finding about any model."
+)
+
+
+class TaskRun:
+    def __init__(self, config: RunConfig) -> None:
+        self.config = config
+        self.task = tasks.get_task(config.task)
+        self.items: list[Any] = []
+        self.requests: list[Any] = []
+        self.samples: pd.DataFrame | None = None
+        self.judge_names: list[str] = []
+        self.metrics: dict[str, dict] = {}
+        self.notes: list[str] = []
+        self.usage = Usage()
+        self.judge_usage = Usage()
+        self.figures: dict[str, Any] = {}
+        self._started = time.monotonic()
+
+    @classmethod
+    def from_notebook(cls, namespace: dict[str, Any]) -> "TaskRun":
+        return cls(RunConfig.from_namespace(namespace))
+
+    # -- parameters ---------------------------------------------------------------------------
+    @property
+    def num_fewshot(self) -> int:
+        c = self.config
+        return self.task.default_num_fewshot if c.num_fewshot is None else c.num_fewshot
+
+    @property
+    def max_tokens(self) -> int:
+        c = self.config
+        return self.task.default_max_tokens if c.max_tokens is None else c.max_tokens
+
+    @property
+    def dataset(self) -> str:
+        return self.config.dataset or self.task.hub_id
+
+    def settings(self) -> pd.DataFrame:
+        c = self.config
+        rows = {
+            "task": c.task, "model": c.model_name, "api": c.api, "dataset": self.dataset,
+            "num_fewshot": self.num_fewshot, "fewshot_sampler": c.fewshot_sampler,
+            "max_tokens": self.max_tokens, "temperature": c.temperature, "seed": c.seed,
+            "limit": c.limit, "judges": ", ".join(j.name for j in c.judge_specs()) or "none",
+            "offline (replay from cache)": c.offline,
+        }
+        return pd.DataFrame({"setting": list(rows), "value": [str(v) for v in rows.values()]})
+
+    # -- load ---------------------------------------------------------------------------------
+    def load(self) -> pd.DataFrame:
+        dataset = self.dataset
+        if Path(dataset).suffix:
+            dataset = str(resolve_path(dataset))
+        self.items = tasks.load_items(self.task, dataset, split=self.config.split, limit=self.config.limit)
+        self.requests = tasks.build_requests(
+            self.task, self.items, api=self.config.api, num_fewshot=self.num_fewshot,
+            fewshot_sampler=self.config.fewshot_sampler, seed=self.config.seed,
+            temperature=self.config.temperature, max_tokens=self.max_tokens,
+        )
+        return pd.DataFrame([{"doc_id": it.doc_id, "question": it.question, "target": it.target}
+                             for it in self.items])
+
+    def show_prompts(self, n: int = 1) -> None:
+        """Print the first `n` prompts exactly as they are sent."""
+        for item, request in list(zip(self.items, self.requests))[:n]:
+            print(f"----- doc_id {item.doc_id} ({self.config.api}) -----")
+            if request.messages is not None:
+                for m in request.messages:
+                    print(f"[{m['role']}]\n{m['content']}\n")
+            else:
+                print(request.prompt)
+            print(f"[expected] {item.target}\n")
+
+    # -- generate -----------------------------------------------------------------------------
+    def _client(self, model: str, base_url: str, api_key_env: str | None, name: str) -> ModelClient:
+        c = self.config
+        return ModelClient(model, base_url, api_key_env, concurrency=c.concurrency, timeout=c.timeout,
+                           max_retries=c.max_retries, cache_dir=c.cache_path, offline=c.offline, name=name)
+
+    def generate(self) -> pd.DataFrame:
+        c = self.config
+        client = self._client(c.model_name, c.base_url, c.api_key_env, c.model_name)
+        results = client.generate(self.requests, desc=f"{c.task} · {c.model_name}")
+        self.usage = client.usage
+        self.samples = tasks.score_samples(self.task, self.items, results)
+        return self.counts()
+
+    def counts(self) -> pd.DataFrame:
+        s = self.samples
+        assert s is not None, "run generate() first"
+        counts = {
+            "items": len(s),
+            "answered": int((~s["failed"]).sum()),
+            "unparsed (scored wrong)": int(s["unparsed"].sum()),
+            "failed (excluded)": int(s["failed"].sum()),
+            "from cache": self.usage.cache_hits,
+            "requests sent": self.usage.requests,
+        }
+        return pd.DataFrame({"count": counts})
+
+    # -- judge --------------------------------------------------------------------------------
+    def judge(self) -> pd.DataFrame | None:
+        """Ask every judge about every answered item; a judge that fails on one abstains there."""
+        from evekit import judge as judging
+
+        if self.task.judge_kind is None:
+            return None
+        specs = self.config.judge_specs()
+        if not specs:
+            self.notes.append("No judges configured: only the reference metrics (BLEU, ROUGE-L) are reported.")
+            print(self.notes[-1])
+            return None
+        assert self.samples is not None, "run generate() first"
+        c = self.config
+        panel = judging.JudgePanel(specs, self.task.judge_kind, concurrency=c.concurrency, timeout=c.timeout,
+                                   max_retries=c.max_retries, cache_dir=c.cache_path, offline=c.offline)
+        answered = self.samples[~self.samples["failed"]]
+        by_id = {it.doc_id: it for it in self.items}
+        cases = [judge_case(by_id[d], r) for d, r in zip(answered["doc_id"], answered["filtered_resps"])]
+        verdicts = panel.judge(cases)
+        verdicts.index = answered.index
+        self.samples = self.samples.join(verdicts)
+        self.judge_names = [s.name for s in specs]
+        self.judge_usage = panel.usage
+        return verdicts
+
+    def judge_summary(self) -> pd.DataFrame:
+        """Per judge: passes, fails, abstentions and how its verdicts were obtained."""
+        s = self.samples
+        assert s is not None
+        rows = []
+        for name in self.judge_names:
+            col = s[f"judge_{name}"]
+            answered = ~s["failed"]
+            method = s.loc[answered, f"judge_{name}_method"].dropna()
+            rows.append({
+                "judge": name,
+                "PASS": int((col == 1).sum()),
+                "FAIL": int((col == 0).sum()),
+                "abstained": int((col.isna() & answered).sum()),
+                "verdicts via": ", ".join(f"{k}: {v}" for k, v in method.value_counts().items()) or "–",
+            })
+        return pd.DataFrame(rows).set_index("judge") if rows else pd.DataFrame()
+
+    def judge_agreement(self) -> pd.DataFrame | None:
+        """Pairwise raw agreement (upper) and Cohen's kappa (lower) between judges, plus Fleiss' kappa."""
+        from evekit import judge as judging
+
+        if len(self.judge_names) < 2:
+            print("Agreement needs at least two judges.")
+            return None
+        s = self.samples
+        assert s is not None
+        answered = s[~s["failed"]]
+        agreement = judging.agreement_matrix(answered, self.judge_names)
+        kappa = judging.cohen_kappa_matrix(answered, self.judge_names)
+        fleiss = (self.metrics or self.compute_metrics()).get("fleiss_kappa", {}).get("value")
+        print(f"Fleiss' kappa over {len(self.judge_names)} judges: "
+              f"{'n/a' if fleiss is None else format(fleiss, '.3f')}")
+        table = agreement.round(3).astype(object)
+        for i, a in enumerate(self.judge_names):
+            for j, b in enumerate(self.judge_names):
+                if i > j:
+                    k = kappa.loc[a, b]
+                    table.loc[a, b] = f"κ={k:.3f}" if pd.notna(k) else "κ=n/a"
+        table.index.name = "agreement ↗ / kappa ↙"
+        return table
+
+    # -- metrics ------------------------------------------------------------------------------
+    def compute_metrics(self) -> dict[str, dict]:
+        from evekit import judge as judging
+
+        assert self.samples is not None, "run generate() first"
+        self.metrics = dict(tasks.task_metrics(self.task, self.samples, seed=self.config.seed))
+        if self.judge_names:
+            answered = self.samples[~self.samples["failed"]]
+            self.metrics.update(judging.judge_metrics(answered, self.judge_names, seed=self.config.seed))
+        return self.metrics
+
+    def metrics_table(self) -> pd.DataFrame:
+        metrics = self.metrics or self.compute_metrics()
+        table = pd.DataFrame.from_dict(metrics, orient="index")
+        table.index.name = "metric"
+        return table.round(4)
+
+    # -- tables and plots ---------------------------------------------------------------------
+    def unparsed(self) -> pd.DataFrame:
+        s = self.samples
+        assert s is not None
+        cols = ["doc_id", "filtered_resps", "unparsed_reason"]
+        return s.loc[s["unparsed"], cols]
+
+    def failures(self) -> pd.DataFrame:
+        s = self.samples
+        assert s is not None
+        return s.loc[s["failed"], ["doc_id", "error"]]
+
+    def worst(self, n: int = 5) -> pd.DataFrame:
+        """The items the model did worst on, to read rather than to count."""
+        s = self.samples
+        assert s is not None
+        key = self.primary_metric()
+        shown = ["doc_id", "doc.Question", "target", "filtered_resps"]
+        extra = [c for c in ("parsed", "unparsed_reason", key) if c in s.columns and c not in shown]
+        ranked = s[~s["failed"]].sort_values(key, kind="stable") if key in s.columns else s
+        return ranked[shown + extra].head(n)
+
+    def primary_metric(self) -> str:
+        s = self.samples
+        for name in ("judge_voting", "llm_as_judge_avg", "IoU", "acc", "rougeL"):
+            if s is not None and name in s.columns:
+                return name
+        return next(iter(self.task.metrics))
+
+    def plots(self) -> dict[str, Any]:
+        """Figures for this task; each is shown and saved as PNG by save()."""
+        s = self.samples
+        assert s is not None
+        figs: dict[str, Any] = {}
+        title = f"{self.config.task} · {self.config.model_name}"
+        if self.task.name.startswith("mcqa"):
+            figs["letter_bias.png"] = plots.letter_bias(s, title=title)
+        if self.task.name == "mcqa_multiple_answer":
+            figs["iou_distribution.png"] = plots.score_distribution(s, "IoU", title=title)
+        if self.task.name == "hallucination_detection":
+            figs["confusion_matrix.png"] = plots.confusion(s, title=title)
+        if self.judge_names:
+            figs["judge_pass_rates.png"] = plots.judge_pass_rates(self.metrics, self.judge_names, title=title)
+            if len(self.judge_names) > 1:
+                from evekit import judge as judging
+
+                answered = s[~s["failed"]]
+                figs["judge_agreement.png"] = plots.heatmap(
+                    judging.cohen_kappa_matrix(answered, self.judge_names),
+                    title=f"Cohen's kappa between judges · {title}", vmin=-1, vmax=1)
+        elif self.task.judge_kind is not None and "rougeL" in s.columns:
+            figs["rougeL_distribution.png"] = plots.score_distribution(s, "rougeL", title=title)
+        self.figures = figs
+        return figs
+
+    # -- save ---------------------------------------------------------------------------------
+    def save(self) -> Path:
+        assert self.samples is not None
+        if not self.metrics:
+            self.compute_metrics()
+        c = self.config
+        usage = self.usage.add(self.judge_usage).as_dict()
+        usage["seconds"] = round(time.monotonic() - self._started, 3)
+        params = {**c.as_dict(), "num_fewshot": self.num_fewshot, "max_tokens": self.max_tokens,
+                  "dataset": self.dataset}
+        results = report.build_results(
+            task=c.task, model=c.model_name, samples=self.samples, metrics=self.metrics,
+            usage=usage, params=params, notes=self.notes + [TINY_MODEL_NOTE] if "smollm2" in c.model_name else self.notes,
+            extra={"judges": self.judge_names} if self.judge_names else None,
+        )
+        out = report.write_run(c.out_dir, self.samples, results, dataset=self.dataset)
+        for name, fig in self.figures.items():
+            fig.savefig(out / name, dpi=110, bbox_inches="tight")
+        print(f"Saved outputs to {report.display_path(out)}")
+        return out
+
+
+def judge_case(item: Any, answer: str) -> Any:
+    """What the judges see for one item: question, reference, answer and any context documents."""
+    from evekit.judge import JudgeCase
+
+    fields = item.fields
+    context = fields.get("docs") or ([fields["context"]] if fields.get("context") else None)
+    return JudgeCase(question=item.question, answer=answer or "", reference=item.target, context=context)

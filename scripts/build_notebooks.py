@@ -1,0 +1,172 @@
+"""Write the six task notebooks from one story, so they stay alike and thin.
+
+    python scripts/build_notebooks.py          # rewrites notebooks/<task>.ipynb without outputs
+    python scripts/record_notebooks.py         # re-executes them for nbval (see that script)
+
+Edit the story here, not in the .ipynb files.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import nbformat
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+
+ROOT = Path(__file__).resolve().parent.parent
+
+TASKS = {
+    "mcqa_single_answer": dict(
+        title="Multiple choice, one correct answer",
+        about="Each question has one correct letter. Metric: `acc` (exact letter match). An answer the "
+              "model gave in an unusable form is scored wrong and listed as *unparsed*.",
+        max_tokens=16, num_fewshot=2, judged=False),
+    "mcqa_multiple_answer": dict(
+        title="Multiple choice, one or more correct answers",
+        about="The model names all correct letters, separated by a comma. Metrics: `IoU` (overlap of "
+              "predicted and gold sets, partial credit) and `acc` (exact set match).",
+        max_tokens=16, num_fewshot=2, judged=False),
+    "open_ended": dict(
+        title="Open-ended questions, judged by LLM judges",
+        about="Free-form answers checked against a reference by strict EO fact-check judges (0 = FAIL, "
+              "1 = PASS): any contradiction or a missing essential fact fails. With several judges: "
+              "`llm_as_judge_<name>`, majority `judge_voting`, `llm_as_judge_avg`, `judge_agreement`, "
+              "Fleiss' kappa. BLEU and ROUGE-L against the reference are shown for reference only.",
+        max_tokens=96, num_fewshot=0, judged=True),
+    "open_ended_w_context": dict(
+        title="Open-ended questions answered from context documents (RAG)",
+        about="Each question comes with one to three documents. The judges check the answer against "
+              "the reference and the documents with the same strict rules.",
+        max_tokens=96, num_fewshot=0, judged=True),
+    "refusal": dict(
+        title="Refusal when the context is insufficient",
+        about="The context never holds the answer: the model should say so instead of inventing one. "
+              "A refusal judge passes an answer that declines and fails one that answers anyway.",
+        max_tokens=64, num_fewshot=0, judged=True),
+    "hallucination_detection": dict(
+        title="Hallucination detection",
+        about="The model reads a question and an answer and says whether the answer contains "
+              "hallucinated (false or unsupported) information: A = yes, B = no. Metrics: `acc`, and "
+              "`precision`, `recall`, `f1` with *hallucinated* as the positive class.",
+        max_tokens=8, num_fewshot=0, judged=False),
+}
+
+DEMO_JUDGES = [
+    {"name": "smollm2-strict", "model": "smollm2-135m-instruct", "base_url": "http://127.0.0.1:8080/v1",
+     "api_key_env": None},
+    {"name": "smollm2-sampled", "model": "smollm2-135m-instruct", "base_url": "http://127.0.0.1:8080/v1",
+     "api_key_env": None, "temperature": 0.7},
+]
+
+
+def parameters_source(task: str, spec: dict) -> str:
+    judges = DEMO_JUDGES if spec["judged"] else []
+    judges_src = "[\n" + "".join(f"    {j!r},\n" for j in judges) + "]" if judges else "[]"
+    return f'''# Parameters (papermill overrides these; see params/). Defaults replay a recorded run of the
+# embedded model from a committed cache, so this notebook runs anywhere, offline.
+task = "{task}"
+model_name = "smollm2-135m-instruct"
+base_url = "http://127.0.0.1:8080/v1"   # any OpenAI-compatible endpoint
+api_key_env = None                      # NAME of the environment variable holding the key
+api = "chat"                            # "chat" or "completions"
+temperature = 0.0
+max_tokens = {spec["max_tokens"]}                        # None: the EVE default of the task
+num_fewshot = {spec["num_fewshot"]}                        # None: the EVE default of the task
+fewshot_sampler = "first_n"             # "first_n" (EVE) or "random"
+seed = 1234
+limit = 20                              # None: every item
+dataset = "data/{task}.jsonl"  # or a hub id such as "{HUB[task]}"
+split = "train"
+judges = {judges_src}
+concurrency = 4
+timeout = 120.0
+max_retries = 4
+cache_dir = "tests/fixtures/recorded_cache"
+offline = True                          # replay from the cache only; a miss is an error
+run_name = "recorded"
+output_dir = "outputs"'''
+
+
+HUB = {
+    "mcqa_single_answer": "eve-esa/mcqa-single-answer",
+    "mcqa_multiple_answer": "eve-esa/mcqa-multiple-answers",
+    "open_ended": "eve-esa/open-ended",
+    "open_ended_w_context": "eve-esa/open-ended-w-context",
+    "refusal": "eve-esa/refusal",
+    "hallucination_detection": "eve-esa/hallucination-detection",
+}
+
+
+def code(src: str, *tags: str):
+    cell = new_code_cell(src)
+    if tags:
+        cell.metadata["tags"] = list(tags)
+    return cell
+
+
+def build(task: str, spec: dict) -> nbformat.NotebookNode:
+    cells = [
+        new_markdown_cell(f"# {spec['title']} (`{task}`)\n\n{spec['about']}\n\n"
+                          "Run it top to bottom in JupyterLab, or in batch: "
+                          f"`papermill notebooks/{task}.ipynb out.ipynb -f params/demo/{task}.yaml`. "
+                          "Every metric comes with a 95% bootstrap confidence interval; infrastructure "
+                          "failures are excluded and counted, never scored as 0."),
+        code(parameters_source(task, spec), "parameters"),
+        code("from evekit.run import TaskRun\n\nrun = TaskRun.from_notebook(globals())\nrun.settings()"),
+        new_markdown_cell("## Load\nRows in the task's schema (a hub id or a local file, same code path)."),
+        code("items = run.load()\nprint(f\"{len(items)} items from {run.dataset}\")\nitems.head()"),
+        new_markdown_cell("## What the model sees\nThe first prompt exactly as it is sent."),
+        code("run.show_prompts(1)"),
+        new_markdown_cell("## Generate\nCalls are cached on disk as they complete, run concurrently and "
+                          "retried; an interrupted run resumes where it stopped."),
+        # Progress bars differ from run to run: nbval ignores this cell's output.
+        code("# NBVAL_IGNORE_OUTPUT\nrun.generate();"),
+        code("run.counts()"),
+    ]
+    if spec["judged"]:
+        cells += [
+            new_markdown_cell("## Judge\nEach judge sees the question, the reference and the answer, "
+                              "clearly delimited. A judge that fails on an item abstains there: the "
+                              "abstention is recorded with its reason and never counted as FAIL."),
+            code("# NBVAL_IGNORE_OUTPUT\nverdicts = run.judge()"),
+            code("run.judge_summary()"),
+        ]
+    cells += [
+        new_markdown_cell("## Metrics\nValue, 95% bootstrap interval and the number of items behind it."),
+        code("run.metrics_table()"),
+        new_markdown_cell("Answers the model gave in an unusable form (scored wrong), and infrastructure "
+                          "failures (excluded):"),
+        code("display(run.unparsed().head(10))\ndisplay(run.failures().head(10))"),
+    ]
+    if spec["judged"]:
+        cells += [
+            new_markdown_cell("## Judge agreement\nPairwise raw agreement and Cohen's kappa between judges."),
+            code("run.judge_agreement()"),
+        ]
+    cells += [
+        new_markdown_cell("## Plots"),
+        code("figures = run.plots()"),
+        new_markdown_cell("## Worst items\nRead these before trusting the number."),
+        code("run.worst(5)"),
+        new_markdown_cell("## Save\n`samples.csv`, `results.json`, `results.eee.jsonl` and the plots."),
+        code("out_dir = run.save()"),
+    ]
+    nb = new_notebook(cells=cells)
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.metadata["language_info"] = {"name": "python"}
+    return nb
+
+
+def main() -> int:
+    only = set(sys.argv[1:])
+    for task, spec in TASKS.items():
+        if only and task not in only:
+            continue
+        path = ROOT / "notebooks" / f"{task}.ipynb"
+        nbformat.write(build(task, spec), path)
+        print(f"wrote {path.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,241 @@
+"""A small OpenAI-compatible stub server for the client tests and the client benchmark.
+
+It runs in its own process (so it never shares the client's event loop or CPU time slice
+accounting) and answers `/v1/chat/completions` and `/v1/completions` after a fixed latency
+with a deterministic echo of the prompt, so a test can check that every answer landed on
+its own request. It can inject faults (429 with Retry-After, 500, or a hang past the client's
+timeout) for a seeded fraction of attempts, and it counts requests per prompt (`/stats`),
+which is how the tests prove that a resumed run sends only the missing requests.
+
+Per-prompt behaviour is selected with a marker anywhere in the prompt, e.g. "[[think]]":
+  [[reasoning]]      content + `reasoning_content`
+  [[reasoning_null]] content null, the text only in `reasoning_content`
+  [[think]]          content "<think>...</think>answer"
+  [[no_choices]]     200 with `"choices": []`
+  [[invalid_json]]   200 with a body that is not JSON
+  [[bad_request]]    400 (a per-request client error, e.g. prompt too long)
+  [[fail]]           500 on every attempt
+
+Usage from Python::
+
+    with StubServer(latency=0.01, fault_rate=0.2) as stub:
+        stub.base_url   # "http://127.0.0.1:PORT/v1"
+        stub.stats()    # {"requests": {prompt: n}, "answered": {prompt: n}, "faults": {...}, "total": n}
+        stub.reset()
+
+or as a script: ``python tests/stub_server.py --latency 0.2`` (prints ``PORT <n>``).
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import json
+import re
+import subprocess
+import sys
+import urllib.request
+from collections import Counter
+from dataclasses import asdict, dataclass
+from typing import Any
+
+_MARKER = re.compile(r"\[\[(\w+)\]\]")
+
+
+@dataclass
+class StubConfig:
+    latency: float = 0.0          # seconds before each answer
+    fault_rate: float = 0.0       # fraction of attempts that fault (seeded, per prompt+attempt)
+    faults: tuple[str, ...] = ("429", "500", "hang")
+    hang: float = 30.0            # how long a "hang" fault sleeps (longer than the client timeout)
+    retry_after: float = 0.05     # seconds sent in Retry-After with a 429
+    api_key: str | None = None    # when set, any other bearer token gets 401
+    models: tuple[str, ...] | None = None  # when set, other model names get 404
+    seed: int = 0
+
+
+def _prompt_of(body: dict[str, Any]) -> str:
+    if "messages" in body:
+        msgs = body.get("messages") or [{}]
+        content = msgs[-1].get("content", "")
+        return content if isinstance(content, str) else json.dumps(content)
+    prompt = body.get("prompt", "")
+    return prompt if isinstance(prompt, str) else json.dumps(prompt)
+
+
+def _fault_for(cfg: StubConfig, prompt: str, attempt: int) -> str | None:
+    if cfg.fault_rate <= 0:
+        return None
+    h = hashlib.sha256(f"{cfg.seed}|{prompt}|{attempt}".encode()).digest()
+    if int.from_bytes(h[:4], "big") / 2**32 >= cfg.fault_rate:
+        return None
+    return cfg.faults[h[4] % len(cfg.faults)]
+
+
+def build_app(cfg: StubConfig):  # -> aiohttp.web.Application
+    from aiohttp import web
+
+    requests: Counter[str] = Counter()
+    answered: Counter[str] = Counter()
+    faults: Counter[str] = Counter()
+
+    def error(status: int, message: str, headers: dict[str, str] | None = None) -> web.Response:
+        return web.json_response({"error": {"message": message, "code": status}}, status=status,
+                                 headers=headers)
+
+    async def completion(request: web.Request) -> web.StreamResponse:
+        chat = request.path.endswith("/chat/completions")
+        if cfg.api_key is not None and request.headers.get("Authorization") != f"Bearer {cfg.api_key}":
+            return error(401, "Incorrect API key provided.")
+        body = await request.json()
+        model = body.get("model")
+        if cfg.models is not None and model not in cfg.models:
+            return error(404, f"The model `{model}` does not exist.")
+        prompt = _prompt_of(body)
+        attempt = requests[prompt]
+        requests[prompt] += 1
+        marks = set(_MARKER.findall(prompt))
+
+        fault = "500" if "fail" in marks else _fault_for(cfg, prompt, attempt)
+        if fault:
+            faults[fault] += 1
+        if fault == "429":
+            return error(429, "Rate limit reached, slow down.", {"Retry-After": str(cfg.retry_after)})
+        if fault == "500":
+            return error(500, "Internal server error (injected).")
+        await asyncio.sleep(cfg.hang if fault == "hang" else cfg.latency)
+        if "bad_request" in marks:
+            return error(400, "This model's maximum context length is 2048 tokens.")
+        answered[prompt] += 1
+        if "invalid_json" in marks:
+            return web.Response(text="<html>502 Bad Gateway</html>", content_type="application/json")
+
+        answer = f"echo: {prompt}"
+        reasoning = None
+        if "think" in marks:
+            answer = f"<think>pondering {prompt}</think>{answer}"
+        elif "reasoning" in marks:
+            reasoning = f"pondering {prompt}"
+        elif "reasoning_null" in marks:
+            reasoning, answer = f"pondering {prompt}", None
+        usage = {"prompt_tokens": len(prompt.split()), "completion_tokens": len((answer or "").split())}
+        usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+        if chat:
+            message: dict[str, Any] = {"role": "assistant", "content": answer}
+            if reasoning is not None:
+                message["reasoning_content"] = reasoning
+            choice: dict[str, Any] = {"index": 0, "message": message, "finish_reason": "stop"}
+        else:
+            choice = {"index": 0, "text": answer, "finish_reason": "stop"}
+        return web.json_response({
+            "id": "stub", "object": "chat.completion" if chat else "text_completion",
+            "created": 0, "model": model,
+            "choices": [] if "no_choices" in marks else [choice],
+            "usage": usage,
+        })
+
+    async def models(request: web.Request) -> web.Response:
+        return web.json_response({"object": "list", "data": [
+            {"id": m, "object": "model"} for m in (cfg.models or ("stub",))]})
+
+    async def stats(request: web.Request) -> web.Response:
+        return web.json_response({"requests": requests, "answered": answered, "faults": faults,
+                                  "total": sum(requests.values())})
+
+    async def reset(request: web.Request) -> web.Response:
+        requests.clear(); answered.clear(); faults.clear()
+        return web.json_response({"ok": True})
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", completion)
+    app.router.add_post("/v1/completions", completion)
+    app.router.add_get("/v1/models", models)
+    app.router.add_get("/stats", stats)
+    app.router.add_post("/reset", reset)
+    return app
+
+
+async def _serve(cfg: StubConfig, port: int) -> None:
+    from aiohttp import web
+
+    runner = web.AppRunner(build_app(cfg), access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", port, backlog=1024)
+    await site.start()
+    print(f"PORT {runner.addresses[0][1]}", flush=True)
+    await asyncio.Event().wait()
+
+
+class StubServer:
+    """Run the stub in a child process; use as a context manager."""
+
+    def __init__(self, **config: Any) -> None:
+        self.config = StubConfig(**config)
+        self.proc: subprocess.Popen[str] | None = None
+        self.port: int | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def base_url(self) -> str:
+        return f"{self.url}/v1"
+
+    def start(self) -> "StubServer":
+        cfg = json.dumps(asdict(self.config))
+        self.proc = subprocess.Popen([sys.executable, __file__, "--config", cfg],
+                                     stdout=subprocess.PIPE, text=True)
+        line = self.proc.stdout.readline() if self.proc.stdout else ""
+        if not line.startswith("PORT "):
+            self.stop()
+            raise RuntimeError(f"stub server did not start (said {line!r})")
+        self.port = int(line.split()[1])
+        return self
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+            if self.proc.stdout:
+                self.proc.stdout.close()
+            self.proc = None
+
+    def stats(self) -> dict[str, Any]:
+        with urllib.request.urlopen(f"{self.url}/stats", timeout=10) as r:
+            return json.load(r)
+
+    def reset(self) -> None:
+        urllib.request.urlopen(urllib.request.Request(f"{self.url}/reset", method="POST"), timeout=10).close()
+
+    def __enter__(self) -> "StubServer":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--config", default="{}", help="StubConfig fields as JSON")
+    p.add_argument("--latency", type=float, default=None)
+    p.add_argument("--port", type=int, default=0)
+    a = p.parse_args(argv)
+    fields = json.loads(a.config)
+    if a.latency is not None:
+        fields["latency"] = a.latency
+    for k in ("faults", "models"):
+        if fields.get(k) is not None:
+            fields[k] = tuple(fields[k])
+    try:
+        asyncio.run(_serve(StubConfig(**fields), a.port))
+    except KeyboardInterrupt:
+        pass
+
+
+if __name__ == "__main__":
+    main()
