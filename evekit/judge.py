@@ -703,20 +703,6 @@ def pairwise_agreement(df: pd.DataFrame, judge_names: Sequence[str] | None = Non
                                        "pass_rate_a", "pass_rate_b"])
 
 
-def _bootstrap_kappa(ratings: np.ndarray, *, seed: int, n_boot: int) -> dict[str, float]:
-    value = fleiss_kappa(ratings)
-    n = int(ratings.shape[0])
-    if math.isnan(value) or n_boot <= 0:
-        return {"value": value, "ci_low": float("nan"), "ci_high": float("nan"), "n": n}
-    rng = np.random.default_rng(seed)
-    draws = np.array([fleiss_kappa(ratings[rng.integers(0, n, n)]) for _ in range(n_boot)])
-    draws = draws[~np.isnan(draws)]
-    if len(draws) == 0:
-        return {"value": value, "ci_low": float("nan"), "ci_high": float("nan"), "n": n}
-    low, high = np.percentile(draws, [2.5, 97.5])
-    return {"value": value, "ci_low": float(low), "ci_high": float(high), "n": n}
-
-
 def judge_metrics(df: pd.DataFrame, judge_names: Sequence[str], *, seed: int = 0,
                   n_boot: int = 1000) -> dict[str, dict]:
     """Run-level judge metrics, each {"value", "ci_low", "ci_high", "n"} (95% bootstrap CI).
@@ -745,7 +731,8 @@ def judge_metrics(df: pd.DataFrame, judge_names: Sequence[str], *, seed: int = 0
     out["judge_voting"] = summ(per["judge_voting"])
     out["llm_as_judge_avg"] = summ(per["llm_as_judge_avg"])
     out["judge_agreement"] = summ(per["judge_agreement"])
-    out["fleiss_kappa"] = _bootstrap_kappa(m[~np.isnan(m).any(axis=1)], seed=seed, n_boot=n_boot)
+    # summarize drops rows with a NaN: Fleiss' kappa needs every judge on every sample it uses.
+    out["fleiss_kappa"] = summarize(m, seed=seed, n_boot=n_boot, stat=fleiss_kappa)
     return out
 
 

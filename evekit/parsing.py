@@ -78,8 +78,9 @@ def strip_think(text: str | None) -> tuple[str, str | None]:
 # Letters
 
 # One option letter, optionally in brackets, not glued to other letters or digits ("I'm" is no "I").
-_TOK = r"[(\[]?\s*(?<![A-Za-z0-9])[A-Za-z](?![A-Za-z0-9'’])\s*[)\]]?"
-_SEP = r"(?:\s*[,;/&+]\s*(?:and\s+|or\s+)?|\s+(?:and|or)\s+|\s+)"
+_TOK = r"[(\[]?[ \t]*(?<![A-Za-z0-9])[A-Za-z](?![A-Za-z0-9'’])[ \t]*[)\]]?"
+# Separators stay on one line: "A\nB is wrong" is not the list "A, B".
+_SEP = r"(?:[ \t]*[,;/&+][ \t]*(?:and[ \t]+|or[ \t]+)?|[ \t]+(?:and|or)[ \t]+|[ \t]+)"
 _LIST = rf"{_TOK}(?:{_SEP}{_TOK})*"
 # What may follow a letter in an answer statement: end, punctuation, or a word that cannot
 # continue an article ("the answer is A satellite" is prose, "the answer is B because" is not).

@@ -1,0 +1,237 @@
+"""Persistent response cache: every model answer is stored on disk the moment it arrives.
+
+Why: evaluation runs are long and endpoints are flaky or paid. With the cache an interrupted
+run resumes and sends only the calls that are missing, a rerun of a finished notebook costs
+nothing, and a committed JSONL export replays a whole run offline (`offline=True`).
+
+Storage is one SQLite file, `<cache_dir>/cache.sqlite`, in WAL mode with a busy timeout and
+one short transaction per answer, so several processes (parallel notebooks, a judge and a
+model) can share a cache. Rows are keyed by `cache_key`, a SHA-256 over everything that
+changes the answer: endpoint kind, model, messages or prompt, temperature, max_tokens, stop,
+seed, response_format and sample_index. The base URL is deliberately NOT part of the key:
+the embedded server's port changes between runs and a recording must still replay.
+Only successful answers are stored; infrastructure failures are retried on the next run.
+
+`export_cache` writes a sorted, deterministic JSONL (one answer per line, the keyed request
+fields in plain view) that can be reviewed in a diff and committed; any `*.jsonl` file in
+`cache_dir` is imported (idempotently) whenever the cache is opened.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+import threading
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from .types import GenerationRequest, GenerationResult
+
+CACHE_FILE = "cache.sqlite"
+KEY_VERSION = 1  # bump when the key recipe changes; old rows then simply stop matching
+
+# The GenerationResult fields a cache row keeps (not `error`: failures are never cached).
+RESULT_FIELDS = ("text", "reasoning", "raw", "prompt_tokens", "completion_tokens", "finish_reason")
+# The request fields that make up the key, in the order they appear in an export.
+KEY_FIELDS = ("api", "model", "messages", "prompt", "temperature", "max_tokens", "stop", "seed",
+              "response_format", "sample_index")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS responses (
+    key TEXT PRIMARY KEY,
+    request TEXT NOT NULL,          -- canonical JSON of the keyed fields
+    text TEXT, reasoning TEXT, raw TEXT,
+    prompt_tokens INTEGER, completion_tokens INTEGER, finish_reason TEXT,
+    created REAL
+);
+CREATE TABLE IF NOT EXISTS imports (path TEXT PRIMARY KEY, size INTEGER, mtime_ns INTEGER);
+"""
+
+
+def key_fields(model: str, request: GenerationRequest) -> dict[str, Any]:
+    """The request fields that change the answer, normalised (so 0 and 0.0 give one key)."""
+    return {
+        "api": request.api,
+        "model": model,
+        "messages": [dict(m) for m in request.messages] if request.messages is not None else None,
+        "prompt": request.prompt,
+        "temperature": float(request.temperature),
+        "max_tokens": int(request.max_tokens),
+        "stop": list(request.stop) if request.stop is not None else None,
+        "seed": request.seed,
+        "response_format": request.response_format,
+        "sample_index": int(request.sample_index),
+    }
+
+
+def _canonical(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+def key_of_fields(fields: Mapping[str, Any]) -> str:
+    return hashlib.sha256(_canonical({"v": KEY_VERSION, **fields}).encode("utf-8")).hexdigest()
+
+
+def cache_key(model: str, request: GenerationRequest) -> str:
+    """SHA-256 hex of the keyed fields of `request` sent to `model` (base URL not included)."""
+    return key_of_fields(key_fields(model, request))
+
+
+class ResponseCache:
+    """The SQLite cache of one `cache_dir`. Thread-safe; safe for several processes."""
+
+    def __init__(self, cache_dir: str | Path) -> None:
+        self.dir = Path(cache_dir)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.path = self.dir / CACHE_FILE
+        # isolation_level=None: autocommit, so every single INSERT is its own short transaction.
+        self._db = sqlite3.connect(self.path, timeout=60.0, isolation_level=None,
+                                   check_same_thread=False)
+        self._lock = threading.Lock()
+        with self._lock:
+            self._db.execute("PRAGMA busy_timeout=60000")
+            self._db.execute("PRAGMA journal_mode=WAL")
+            # NORMAL in WAL mode: a committed answer survives a killed process (not a power cut).
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.executescript(_SCHEMA)
+        for jsonl in sorted(self.dir.glob("*.jsonl")):
+            self._import_if_changed(jsonl)
+
+    # -- reading and writing ------------------------------------------------------------
+    def get_many(self, keys: Iterable[str]) -> dict[str, GenerationResult]:
+        """Cached results for those of `keys` that are present (marked `cached=True`)."""
+        keys = list(dict.fromkeys(keys))
+        found: dict[str, GenerationResult] = {}
+        cols = ", ".join(RESULT_FIELDS)
+        with self._lock:
+            for i in range(0, len(keys), 500):
+                chunk = keys[i:i + 500]
+                q = f"SELECT key, {cols} FROM responses WHERE key IN ({','.join('?' * len(chunk))})"
+                for row in self._db.execute(q, chunk):
+                    found[row[0]] = GenerationResult(**dict(zip(RESULT_FIELDS, row[1:])), cached=True)
+        return found
+
+    def get(self, key: str) -> GenerationResult | None:
+        return self.get_many([key]).get(key)
+
+    def put(self, key: str, fields: Mapping[str, Any], result: GenerationResult) -> None:
+        """Store one successful answer now (one atomic transaction). Failures are refused."""
+        if result.failed:
+            raise ValueError("failed results are not cached")
+        row = (key, _canonical(fields), *(getattr(result, f) for f in RESULT_FIELDS), time.time())
+        with self._lock:
+            # First answer wins: a replay stays stable even if two processes raced on one key.
+            self._db.execute("INSERT OR IGNORE INTO responses VALUES (?,?,?,?,?,?,?,?,?)", row)
+
+    def keys(self) -> set[str]:
+        with self._lock:
+            return {r[0] for r in self._db.execute("SELECT key FROM responses")}
+
+    def __len__(self) -> int:
+        with self._lock:
+            return self._db.execute("SELECT COUNT(*) FROM responses").fetchone()[0]
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def __enter__(self) -> "ResponseCache":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- export and import --------------------------------------------------------------
+    def export(self, path: str | Path) -> int:
+        """Write every answer as sorted, deterministic JSONL; returns the number of records."""
+        cols = ", ".join(RESULT_FIELDS)
+        with self._lock:
+            rows = self._db.execute(f"SELECT key, request, {cols} FROM responses ORDER BY key").fetchall()
+        path = Path(path)
+        tmp = path.with_name(path.name + ".tmp")
+        with open(tmp, "w", encoding="utf-8", newline="\n") as f:
+            for key, request, *result in rows:
+                record = {"key": key, **json.loads(request),
+                          "response": dict(zip(RESULT_FIELDS, result))}
+                f.write(json.dumps(record, sort_keys=True, ensure_ascii=False) + "\n")
+        os.replace(tmp, path)  # a reader never sees half a file
+        return len(rows)
+
+    def import_jsonl(self, path: str | Path) -> int:
+        """Add the answers of an exported JSONL; returns how many were new. Idempotent."""
+        path = Path(path)
+        rows = []
+        with open(path, encoding="utf-8") as f:
+            for lineno, line in enumerate(f, 1):
+                if line.strip():
+                    rows.append(_row_from_record(line, path, lineno))
+        with self._lock:
+            before = self._db.total_changes
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                self._db.executemany("INSERT OR IGNORE INTO responses VALUES (?,?,?,?,?,?,?,?,?)", rows)
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            return self._db.total_changes - before
+
+    def _import_if_changed(self, path: Path) -> None:
+        st = path.stat()
+        with self._lock:
+            seen = self._db.execute("SELECT size, mtime_ns FROM imports WHERE path=?",
+                                    (path.name,)).fetchone()
+        if seen == (st.st_size, st.st_mtime_ns):
+            return
+        self.import_jsonl(path)
+        with self._lock:
+            self._db.execute("INSERT OR REPLACE INTO imports VALUES (?,?,?)",
+                             (path.name, st.st_size, st.st_mtime_ns))
+
+
+def _row_from_record(line: str, path: Path, lineno: int) -> tuple[Any, ...]:
+    where = f"{path}, line {lineno}"
+    try:
+        rec = json.loads(line)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{where}: not valid JSON ({e.msg})") from None
+    if not isinstance(rec, dict):
+        raise ValueError(f"{where}: expected a JSON object")
+    missing = [k for k in ("key", *KEY_FIELDS, "response") if k not in rec]
+    if missing:
+        raise ValueError(f"{where}: missing field(s) {', '.join(missing)}")
+    fields = {k: rec[k] for k in KEY_FIELDS}
+    if key_of_fields(fields) != rec["key"]:
+        raise ValueError(f"{where}: field 'key' does not match the request fields "
+                         "(were they edited, or written by another evekit version?)")
+    resp = rec["response"]
+    if not isinstance(resp, dict) or "text" not in resp:
+        raise ValueError(f"{where}: field 'response' must be an object with a 'text'")
+    values = [resp.get(f) for f in RESULT_FIELDS]
+    for i, f in enumerate(RESULT_FIELDS):
+        if f.endswith("_tokens"):
+            if not isinstance(values[i] or 0, int):
+                raise ValueError(f"{where}: field 'response.{f}' must be an integer")
+            values[i] = values[i] or 0
+    return (rec["key"], _canonical(fields), *values, None)
+
+
+def export_cache(cache_dir: str | Path, path: str | Path) -> int:
+    """Export the cache in `cache_dir` to a reviewable JSONL at `path`; returns the record count."""
+    with ResponseCache(cache_dir) as cache:
+        return cache.export(path)
+
+
+def import_cache(cache_dir: str | Path, path: str | Path) -> int:
+    """Import an exported JSONL into the cache in `cache_dir`; returns how many answers were new."""
+    with ResponseCache(cache_dir) as cache:
+        return cache.import_jsonl(path)
+
+
+def result_to_dict(result: GenerationResult) -> dict[str, Any]:
+    """The cached fields of a result (for tests and reports)."""
+    d = asdict(result)
+    return {k: d[k] for k in RESULT_FIELDS}

