@@ -282,9 +282,9 @@ def ask_json(
                         {"role": "user", "content": reminder.format(reason=reason, keys=keys)})
         retried = call(bad, method, extra)
         for i, a in retried.items():
-            if a.answer.parsed is None and not a.infra:  # keep both reasons: first and retry
+            if a.answer.parsed is None:  # keep both reasons: first reply and retry
                 first = attempts[i].answer.error
-                a = _Attempt(a.answer._replace(error=f"{a.answer.error}; after a reminder (first: {first})"), False)
+                a = _Attempt(a.answer._replace(error=f"{a.answer.error}; after a reminder (first: {first})"), a.infra)
             attempts[i] = a
         return attempts
 

@@ -36,7 +36,7 @@ def heatmap(matrix: pd.DataFrame, *, ax: Axes | None = None, title: str = "", xl
             vmax: float | None = None, cmap: str = "Blues") -> Axes:
     """Annotated heatmap of a square or rectangular DataFrame (index = rows, columns = columns)."""
     n_rows, n_cols = matrix.shape
-    ax = _axes(ax, 1.6 + 1.1 * max(n_cols, 2), 1.2 + 0.8 * max(n_rows, 2))
+    ax = _axes(ax, 3.2 + 1.1 * max(n_cols, 2), 1.8 + 0.8 * max(n_rows, 2))
     sns.heatmap(matrix.astype(float), ax=ax, annot=True, fmt=fmt, vmin=vmin, vmax=vmax, cmap=cmap,
                 square=n_rows == n_cols, cbar_kws={"label": cbar_label} if cbar_label else None,
                 linewidths=0.5, linecolor="white")
@@ -90,10 +90,11 @@ def proportion_hbar(values: Sequence[float], low: Sequence[float], high: Sequenc
     ax.barh(y, values, xerr=err, color="#4C72B0", capsize=4, ecolor="#333333")
     for yi, v in zip(y, values):
         if np.isfinite(v):
-            ax.text(min(v + 0.02, 0.9), yi + 0.25, f"{v:.0%}", va="center", fontsize=9)
+            ax.text(0.01, yi, f"{v:.0%}", va="center", fontsize=9,
+                    bbox={"facecolor": "white", "edgecolor": "none", "pad": 1.5, "alpha": 0.8})
     if reference is not None:
         ax.axvline(reference, color="#C44E52", linestyle="--", linewidth=1, label=reference_label or f"{reference:g}")
-        ax.legend(loc="lower right", frameon=False)
+        ax.figure.legend(loc="outside lower center", frameon=False)
     ax.set_yticks(y, labels)
     ax.set_xlim(0, 1)
     ax.xaxis.set_major_formatter(plt.FuncFormatter(lambda v, _: f"{v:.0%}"))

@@ -880,8 +880,8 @@ def plot_agreement(comp: Comparison):
     from evekit import plots
 
     ax = plots.heatmap(agreement_matrix(comp.outcomes), vmin=0.0, vmax=1.0, xlabel="judge", ylabel="judge",
-                       cbar_label="share of questions with the same verdict",
-                       title=f"Judge agreement: {comp.name_a} vs {comp.name_b}")
+                       cbar_label="agreement",
+                       title=f"Judge agreement (share of questions with the same verdict)\n{comp.name_a} vs {comp.name_b}")
     return ax.figure
 
 

@@ -126,7 +126,7 @@ def test_embedded_server_answers_chat_and_completions(embedded_server):
 
 @pytest.mark.integration
 def test_evekit_serve_stops_cleanly_on_ctrl_c():
-    from tests.conftest import _local_extra_missing
+    from conftest import _local_extra_missing
 
     if reason := _local_extra_missing():
         pytest.skip(reason)
