@@ -107,3 +107,16 @@ def usage_totals(entries: list[Entry]) -> pd.DataFrame:
     numeric = df.select_dtypes("number").columns
     total = {"model": "total", "task": "", **df[numeric].sum().to_dict()}
     return pd.concat([df, pd.DataFrame([total])], ignore_index=True)
+
+
+def save_summary(out_dir: Path, board: pd.DataFrame, tests: pd.DataFrame, usage: pd.DataFrame,
+                 figure: Any | None) -> Path:
+    """`summary/`: leaderboard.csv, paired_tests.csv, usage.csv and leaderboard.png."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    board.to_csv(out_dir / "leaderboard.csv", index=False)
+    tests.to_csv(out_dir / "paired_tests.csv", index=False)
+    usage.to_csv(out_dir / "usage.csv", index=False)
+    if figure is not None:
+        figure.savefig(out_dir / "leaderboard.png", dpi=110, bbox_inches="tight")
+    return out_dir

@@ -35,10 +35,10 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import pandas as pd
 from scipy.stats import binomtest
-from statsmodels.stats.proportion import proportion_confint
 
 from evekit.judge import extract_json, neutralise
 from evekit.params import ParameterError, resolve_path
+from evekit.stats import wilson_ci
 from evekit.types import JudgeSpec
 
 __all__ = [
@@ -46,7 +46,7 @@ __all__ = [
     "ClientAsker", "resolve_path", "validate_params", "normalize_ws", "unwrap_response",
     "read_answers", "match_files", "load_comparisons", "a_shown_first", "build_messages",
     "load_prompt", "parse_pairwise_text", "parse_verdict", "judge_comparison", "run_judges", "judge_outcomes", "majority_vote",
-    "win_rates", "wilson", "sign_test", "judge_agreement", "agreement_matrix", "summarize",
+    "win_rates", "sign_test", "judge_agreement", "agreement_matrix", "summarize",
     "eve_metrics", "verdict_text", "matching_table", "unmatched_table", "summary_table",
     "sample_rationales", "plot_comparison", "plot_position_bias", "plot_agreement", "save_outputs",
 ]
@@ -633,14 +633,6 @@ def win_rates(wins_a: int, wins_b: int, ties: int) -> dict[str, float]:
     return out
 
 
-def wilson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
-    """Wilson score interval for k successes out of n (NaN when n == 0)."""
-    if n == 0:
-        return float("nan"), float("nan")
-    low, high = proportion_confint(k, n, alpha=1 - level, method="wilson")
-    return float(low), float(high)
-
-
 def sign_test(wins_a: int, wins_b: int) -> float:
     """Two-sided exact binomial test of wins vs losses (ties dropped): p for "A and B are equally good"."""
     n = wins_a + wins_b
@@ -681,8 +673,8 @@ def _stats(sides: pd.Series, pairs: pd.DataFrame, name_a: str, name_b: str, alph
     ties, n = int((valid == "tie").sum()), int(len(valid))
     row: dict[str, Any] = {"n": n, "wins_a": wa, "losses_a": wb, "wins_b": wb, "losses_b": wa, "ties": ties}
     row.update(win_rates(wa, wb, ties))
-    row["win_rate_a_ci_low"], row["win_rate_a_ci_high"] = wilson(wa, n)
-    row["win_rate_b_ci_low"], row["win_rate_b_ci_high"] = wilson(wb, n)
+    row["win_rate_a_ci_low"], row["win_rate_a_ci_high"] = wilson_ci(wa, n)
+    row["win_rate_b_ci_low"], row["win_rate_b_ci_high"] = wilson_ci(wb, n)
     p = sign_test(wa, wb)
     row["sign_test_p"] = p
     row["better"] = (name_a if wa > wb else name_b) if p < alpha else "neither"
@@ -695,7 +687,7 @@ def _stats(sides: pd.Series, pairs: pd.DataFrame, name_a: str, name_b: str, alph
         k, m = first_votes
         row["position_votes"] = m
         row["position_bias"] = k / m if m else float("nan")
-        row["position_bias_ci_low"], row["position_bias_ci_high"] = wilson(k, m)
+        row["position_bias_ci_low"], row["position_bias_ci_high"] = wilson_ci(k, m)
     return row
 
 
@@ -757,7 +749,11 @@ def summarize(comp: Comparison, alpha: float = ALPHA) -> pd.DataFrame:
     rows.append({**base, "judge": "average", "kind": "average", **avg, "better": "",
                  "judge_agreement": agreement, "failed": int(judge_rows["failed"].sum()),
                  "failed_decisions": int(res["failed"].sum())})
-    return pd.DataFrame(rows).reindex(columns=SUMMARY_COLUMNS)
+    out = pd.DataFrame(rows).reindex(columns=SUMMARY_COLUMNS)
+    counts = ["n", "wins_a", "losses_a", "wins_b", "losses_b", "ties", "position_votes", "consistent_pairs",
+              "length_decisive", "failed", "failed_decisions", "identical"]
+    out[counts] = out[counts].astype("Int64")
+    return out
 
 
 def eve_metrics(comp: Comparison) -> dict[str, float]:
@@ -811,8 +807,42 @@ def unmatched_table(comparisons: Sequence[Comparison]) -> pd.DataFrame:
     return pd.concat(parts, ignore_index=True)[cols] if parts else pd.DataFrame(columns=cols)
 
 
+def setup_table(cfg: WinRateConfig) -> pd.DataFrame:
+    """Who is compared and who judges: one row per model and per judge (no secrets)."""
+    rows = [{"role": side, "name": m.name, "source": m.file, "endpoint": ""}
+            for side, models in (("model_a", cfg.model_a), ("model_b", cfg.model_b)) for m in models]
+    rows += [{"role": "judge", "name": j.name, "source": j.model, "endpoint": j.base_url} for j in cfg.judges]
+    return pd.DataFrame(rows)
+
+
 def summary_table(comparisons: Sequence[Comparison]) -> pd.DataFrame:
     return pd.concat([c.summary for c in comparisons], ignore_index=True)
+
+
+def _pct_ci(v: float, lo: float, hi: float) -> str:
+    if pd.isna(v):
+        return ""
+    return f"{v:.1%}" + (f" [{lo:.1%}, {hi:.1%}]" if not pd.isna(lo) else "")
+
+
+def summary_view(comp: Comparison) -> pd.DataFrame:
+    """The summary for reading: model names in the headers, rates as percentages with 95% CIs."""
+    s = comp.summary
+    a, b = comp.name_a, comp.name_b
+    fmt = lambda col: s[col].map(lambda v: "" if pd.isna(v) else f"{v:.3f}")  # noqa: E731
+    return pd.DataFrame({
+        "judge": s["judge"].replace(_AGGREGATE_LABELS), "n": s["n"].astype(str).replace("<NA>", ""),
+        f"{a} win rate [95% CI]": [_pct_ci(*r) for r in s[["win_rate_a", "win_rate_a_ci_low", "win_rate_a_ci_high"]].to_numpy()],
+        f"{b} win rate [95% CI]": [_pct_ci(*r) for r in s[["win_rate_b", "win_rate_b_ci_low", "win_rate_b_ci_high"]].to_numpy()],
+        "ties": s["tie_rate"].map(lambda v: "" if pd.isna(v) else f"{v:.1%}"),
+        f"{a} alpaca": fmt("alpaca_win_rate_a"), f"{b} alpaca": fmt("alpaca_win_rate_b"),
+        "win rate difference": fmt("win_rate_difference"),
+        "sign test p": s["sign_test_p"].map(lambda v: "" if pd.isna(v) else f"{v:.3g}"),
+        "better (alpha 0.05)": s["better"].fillna(""),
+        "position bias": fmt("position_bias"), "longer answer wins": fmt("longer_wins"),
+        "judge agreement": fmt("judge_agreement"),
+        "failed": s["failed"].astype(str),
+    }).set_index("judge")
 
 
 def verdict_text(comp: Comparison, alpha: float = ALPHA) -> str:

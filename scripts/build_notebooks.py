@@ -157,8 +157,44 @@ def build(task: str, spec: dict) -> nbformat.NotebookNode:
     return nb
 
 
+def build_summary() -> nbformat.NotebookNode:
+    cells = [
+        new_markdown_cell("# Summary: leaderboard across tasks and models\n\nReads every `results.json` "
+                          "of a run (and of `compare_runs`), shows the headline metric of each task with its "
+                          "95% interval, tests whether two models differ on the items both answered, and "
+                          "adds up the usage."),
+        code('''# Parameters (papermill overrides these; see params/demo/summary.yaml)
+run_name = "recorded"        # outputs/<run_name>/<model>/<task>/results.json
+compare_runs = []            # more runs to put on the same board, e.g. ["demo-5shot"]
+output_dir = "outputs"
+seed = 1234''', "parameters"),
+        code("from evekit import leaderboard as lb, plots\nfrom evekit.params import resolve_path\nfrom evekit.report import display_path\n\n"
+             "entries = lb.collect(resolve_path(output_dir), [run_name, *compare_runs])\n"
+             "print(f\"{len(entries)} results from runs {[run_name, *compare_runs]}\")"),
+        new_markdown_cell("## Leaderboard\nHeadline metric per task: value [95% CI]."),
+        code("board = lb.leaderboard(entries)\nlb.leaderboard_wide(board)"),
+        code("board.round(4)"),
+        code("figure = plots.leaderboard_chart(board) if len(board) else None"),
+        new_markdown_cell("## Are two models different?\nOn the items both answered: McNemar's exact test "
+                          "for 0/1 scores, a paired bootstrap of the mean difference otherwise."),
+        code("tests = lb.paired_tests(entries, seed=seed)\n"
+             "tests.round(4) if len(tests) else print(\"Only one model per task: nothing to compare.\")"),
+        new_markdown_cell("## Usage\nRequests sent, cache hits, tokens and seconds per run."),
+        code("# NBVAL_IGNORE_OUTPUT\n# (wall seconds differ from run to run)\nusage = lb.usage_totals(entries)\nusage"),
+        code("out = lb.save_summary(resolve_path(output_dir) / run_name / \"summary\", board, tests, usage, figure)\n"
+             "print(f\"Saved outputs to {display_path(out)}\")"),
+    ]
+    nb = new_notebook(cells=cells)
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.metadata["language_info"] = {"name": "python"}
+    return nb
+
+
 def main() -> int:
     only = set(sys.argv[1:])
+    if not only or "summary" in only:
+        nbformat.write(build_summary(), ROOT / "notebooks" / "summary.ipynb")
+        print("wrote notebooks/summary.ipynb")
     for task, spec in TASKS.items():
         if only and task not in only:
             continue

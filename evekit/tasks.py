@@ -1,0 +1,597 @@
+"""The six EVE tasks as data: schema, prompt, few-shot examples, parser and scorer.
+
+A `Task` says everything that differs between tasks; the functions below it (`build_requests`,
+`score_samples`, `task_metrics`) are the same for all of them. Defaults (few-shot count,
+max_tokens, metrics) follow EVE's task definitions so results are comparable.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import re
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Callable, Literal, NamedTuple, Sequence
+
+import numpy as np
+import pandas as pd
+
+from evekit import metrics as M
+from evekit.data import DataError, Item, Row, RowError, choices_of, items_from_rows, load_items, parse_list
+from evekit.parsing import format_labels, parse_hallucination, parse_letters, parse_spans, strip_think
+from evekit.stats import summarize
+from evekit.types import Api, GenerationRequest, GenerationResult
+
+__all__ = [
+    "Task",
+    "Parsed",
+    "TASKS",
+    "REFUSAL_ANSWER",
+    "get_task",
+    "load_items",
+    "items_from_rows",
+    "Item",
+    "DataError",
+    "select_fewshot",
+    "build_requests",
+    "score_samples",
+    "task_metrics",
+    "count_failures",
+    "judge_case_fields",
+    "span_request",
+    "score_spans",
+    "SAMPLE_COLUMNS",
+]
+
+log = logging.getLogger(__name__)
+
+JudgeKind = Literal["fact_check", "context", "refusal"]
+Sampler = Literal["first_n", "random"]
+
+REFUSAL_ANSWER = ("I'm sorry, but the provided context does not contain enough information to "
+                  "answer that question.")
+
+# Columns every samples DataFrame starts with (then the per-sample metrics, then extras).
+SAMPLE_COLUMNS = ["doc_id", "doc.Question", "target", "filtered_resps", "response", "reasoning", "parsed",
+                  "unparsed", "unparsed_reason", "failed", "error"]
+
+
+class Parsed(NamedTuple):
+    """A parsed response: `value` as shown in samples.csv, `labels` for letter tasks, `reason`
+    set when the answer is unusable (the model's failure: scored wrong)."""
+
+    value: str | None
+    labels: list[str] | None
+    reason: str | None
+
+
+@dataclass(frozen=True)
+class Task:
+    """One EVE task. Callables take and return plain values so tasks can be added as data."""
+
+    name: str
+    hub_id: str
+    description: str
+    default_num_fewshot: int
+    default_max_tokens: int
+    judge_kind: JudgeKind | None
+    metrics: tuple[str, ...]
+    columns: tuple[str, ...]  # required columns (matched case-insensitively)
+    optional_columns: tuple[str, ...] = ()
+    prepare: Callable[[Row], tuple[str, str, dict[str, Any]]] = field(default=None, repr=False)  # type: ignore[assignment]
+    render: Callable[[Item], str] = field(default=None, repr=False)  # type: ignore[assignment]
+    parse: Callable[[str, Item], Parsed] = field(default=None, repr=False)  # type: ignore[assignment]
+    score: Callable[[Parsed, Item], dict[str, float]] = field(default=None, repr=False)  # type: ignore[assignment]
+    answer_prefix: str = "Answer:"
+    completion_stop: tuple[str, ...] = ("\nQuestion:",)
+
+    def shot_answer(self, item: Item) -> str:
+        """What the assistant says in a few-shot example: the gold target."""
+        return item.target
+
+    def chat_messages(self, item: Item, shots: Sequence[Item] = ()) -> tuple[dict[str, str], ...]:
+        """System = task description; each shot a user/assistant pair; the item last."""
+        messages = [{"role": "system", "content": self.description}]
+        for shot in shots:
+            messages.append({"role": "user", "content": self.render(shot)})
+            messages.append({"role": "assistant", "content": self.shot_answer(shot)})
+        messages.append({"role": "user", "content": self.render(item)})
+        return tuple(messages)
+
+    def completion_prompt(self, item: Item, shots: Sequence[Item] = ()) -> str:
+        """Plain text: description, shots with their answers, then the item ending in `Answer:`."""
+        blocks = [self.description]
+        blocks += [f"{self.render(s)}\n{self.answer_prefix} {self.shot_answer(s)}" for s in shots]
+        blocks.append(f"{self.render(item)}\n{self.answer_prefix}")
+        return "\n\n".join(blocks)
+
+
+# ---------------------------------------------------------------------------------------------
+# Row preparation (schema + validation). Each returns (question, target, fields).
+
+
+def _prep_mcqa_single(row: Row) -> tuple[str, str, dict[str, Any]]:
+    question = row.text("Question")
+    labels, texts = choices_of(row, "Choices")
+    gold = _letter(row.text("Answer"))
+    if gold not in labels:
+        raise RowError("Answer", f"gold letter {row.text('Answer')!r} is not among the choices {format_labels(labels)}")
+    return question, gold, {"labels": labels, "choices": texts, "gold": [gold]}
+
+
+def _prep_mcqa_multiple(row: Row) -> tuple[str, str, dict[str, Any]]:
+    question = row.text("Question")
+    labels, texts = choices_of(row, "Choices")
+    given = [_letter(str(x)) for x in row.listing("Answers")]
+    if not given:
+        raise RowError("Answers", "no correct answer given (empty list)")
+    bad = [g for g in given if g not in labels]
+    if bad:
+        raise RowError("Answers", f"gold letter(s) {', '.join(map(repr, bad))} not among the choices "
+                                  f"{format_labels(labels)}")
+    gold = [lab for lab in labels if lab in set(given)]
+    return question, ", ".join(gold), {"labels": labels, "choices": texts, "gold": gold}
+
+
+def _letter(text: str) -> str:
+    return text.strip().strip("().").strip().upper()
+
+
+def _prep_open(row: Row) -> tuple[str, str, dict[str, Any]]:
+    question = row.text("Question")
+    answer = row.text("Answer")
+    return question, answer, {"reference": answer}
+
+
+def _doc_columns(row: Row) -> list[str]:
+    n = 1
+    cols = []
+    while n <= 3 or row.has(f"Doc {n}"):
+        cols.append(f"Doc {n}")
+        n += 1
+    return cols
+
+
+def _prep_context(row: Row) -> tuple[str, str, dict[str, Any]]:
+    question = row.text("Question")
+    answer = row.text("Answer")
+    docs, sources, paths = [], [], []
+    for n, col in enumerate(_doc_columns(row), start=1):
+        doc = row.text(col, required=False)
+        if doc:
+            docs.append(doc)
+            sources.append(row.text(f"Source {n}", required=False))
+            paths.append(row.text(f"file_path_{n}", required=False))
+    if not docs:
+        raise RowError("Doc 1", "no context document (Doc 1, Doc 2 and Doc 3 are all empty)")
+    return question, answer, {"reference": answer, "docs": docs, "sources": sources, "file_paths": paths}
+
+
+def _prep_refusal(row: Row) -> tuple[str, str, dict[str, Any]]:
+    question = row.text("Question")
+    value = row.raw("Context")
+    if isinstance(value, str) and value.strip().startswith("["):
+        try:
+            value = parse_list(value, "Context")
+        except RowError:
+            pass  # plain text that happens to start with "["
+    if isinstance(value, (list, tuple)) or hasattr(value, "tolist"):
+        docs = [str(d).strip() for d in parse_list(value, "Context") if d is not None and str(d).strip()]
+        if not docs:
+            raise RowError("Context", "no context document (empty list)")
+    else:
+        docs = [row.text("Context")]
+    return question, REFUSAL_ANSWER, {"reference": REFUSAL_ANSWER, "docs": docs}
+
+
+def _spans(row: Row, column: str, text_len: int) -> list[dict[str, Any]]:
+    value = row.raw(column)
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return []
+    spans = []
+    for i, span in enumerate(parse_list(value, column)):
+        if isinstance(span, dict):
+            start, end = span.get("start"), span.get("end")
+            extra = {k: span[k] for k in ("text", "prob") if k in span}
+        elif isinstance(span, (list, tuple)) and len(span) == 2:
+            start, end = span
+            extra = {}
+        else:
+            raise RowError(column, f"span {i} is {span!r}; expected [start, end] or {{start, end, ...}}")
+        if not all(isinstance(x, (int, np.integer)) or (isinstance(x, float) and x.is_integer())
+                   for x in (start, end)):
+            raise RowError(column, f"span {i} {[start, end]} has non-integer offsets")
+        start, end = int(start), int(end)  # type: ignore[arg-type]
+        if not 0 <= start < end <= text_len:
+            raise RowError(column, f"span {i} [{start}, {end}] is outside the Answer text "
+                                   f"(length {text_len}; offsets are end-exclusive)")
+        prob = extra.get("prob")
+        if prob is not None and not 0.0 <= float(prob) <= 1.0:
+            raise RowError(column, f"span {i} has probability {prob} outside [0, 1]")
+        spans.append({"start": start, "end": end, **extra})
+    return spans
+
+
+def _prep_hallucination(row: Row) -> tuple[str, str, dict[str, Any]]:
+    question = row.text("Question")
+    answer = row.text("Answer", strip=False)  # offsets point into the text as given
+    flag = row.flag("is_hallucinated")
+    hard = [[s["start"], s["end"]] for s in _spans(row, "Hard labels", len(answer))]
+    soft = _spans(row, "Soft labels", len(answer))
+    return question, "A" if flag else "B", {"answer": answer, "is_hallucinated": flag,
+                                           "hard_labels": hard, "soft_labels": soft}
+
+
+# ---------------------------------------------------------------------------------------------
+# Rendering
+
+
+def _render_choices(item: Item) -> str:
+    options = "\n".join(f"{lab}. {text}" for lab, text in zip(item.fields["labels"], item.fields["choices"]))
+    return f"Question: {item.question}\n{options}"
+
+
+def _render_docs(docs: Sequence[str]) -> str:
+    return "\n\n".join(f"Document {n}:\n{doc}" for n, doc in enumerate(docs, start=1))
+
+
+def _render_open(item: Item) -> str:
+    return f"Question: {item.question}"
+
+
+def _render_context(item: Item) -> str:
+    return f"{_render_docs(item.fields['docs'])}\n\nQuestion: {item.question}"
+
+
+HALLUCINATION_OPTIONS = ("A. The answer contains hallucinated (false or unsupported) information.\n"
+                         "B. The answer contains no hallucinated information.")
+
+
+def _render_hallucination(item: Item) -> str:
+    return (f"Question: {item.question}\nAnswer to check: {item.fields['answer']}\n"
+            f"{HALLUCINATION_OPTIONS}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Parsing and scoring
+
+
+def _parse_mcqa(multiple: bool) -> Callable[[str, Item], Parsed]:
+    def parse(text: str, item: Item) -> Parsed:
+        r = parse_letters(text, item.fields["labels"], multiple=multiple)
+        return Parsed(", ".join(r.labels) if r.labels else None, r.labels, r.reason)
+
+    return parse
+
+
+def _score_single(p: Parsed, item: Item) -> dict[str, float]:
+    return {"acc": float(p.reason is None and p.labels == item.fields["gold"])}
+
+
+def _score_multiple(p: Parsed, item: Item) -> dict[str, float]:
+    gold = item.fields["gold"]
+    picked = p.labels or []  # letters outside the choices stay in: they are wrong picks
+    return {"IoU": M.iou(picked, gold) if picked else 0.0,
+            "acc": float(p.reason is None and M.exact_match(picked, gold) == 1.0)}
+
+
+def _parse_hallucination(text: str, item: Item) -> Parsed:
+    r = parse_hallucination(text)
+    return Parsed(", ".join(r.labels) if r.labels else None, r.labels, r.reason)
+
+
+def _score_hallucination(p: Parsed, item: Item) -> dict[str, float]:
+    gold = bool(item.fields["is_hallucinated"])
+    # An unusable verdict counts as the wrong label (the opposite of gold).
+    pred = (p.labels == ["A"]) if p.reason is None else (not gold)
+    return {"acc": float(pred == gold), "gold_hallucinated": float(gold), "pred_hallucinated": float(pred)}
+
+
+def _parse_open(text: str, item: Item) -> Parsed:
+    return Parsed(text, None, None if text.strip() else "empty answer")
+
+
+def _score_open(p: Parsed, item: Item) -> dict[str, float]:
+    if p.reason is not None:
+        return {"bleu": 0.0, "rougeL": 0.0}
+    reference = item.fields["reference"]
+    return {"bleu": M.bleu(p.value or "", reference), "rougeL": M.rouge_l(p.value or "", reference)}
+
+
+# ---------------------------------------------------------------------------------------------
+# The tasks
+
+_MCQA = "The following is a multiple-choice question about Earth Observation."
+_OPEN_METRICS = ("bleu", "rougeL", "cosine")
+_CONTEXT_COLUMNS = ("Doc 2", "Doc 3", "Source 1", "Source 2", "Source 3",
+                    "file_path_1", "file_path_2", "file_path_3")
+
+TASKS: dict[str, Task] = {
+    t.name: t
+    for t in [
+        Task(
+            name="mcqa_single_answer",
+            hub_id="eve-esa/mcqa-single-answer",
+            description=f"{_MCQA} Exactly one option is correct. Answer with the letter of the correct option only.",
+            default_num_fewshot=2, default_max_tokens=10000, judge_kind=None, metrics=("acc",),
+            columns=("Question", "Choices", "Answer"),
+            prepare=_prep_mcqa_single, render=_render_choices, parse=_parse_mcqa(False), score=_score_single,
+            completion_stop=("\n\n", "\nQuestion:"),
+        ),
+        Task(
+            name="mcqa_multiple_answer",
+            hub_id="eve-esa/mcqa-multiple-answers",
+            description=(f"{_MCQA} One or more options may be correct. Answer with the letters of all "
+                         "correct options, separated by a comma."),
+            default_num_fewshot=2, default_max_tokens=10000, judge_kind=None, metrics=("IoU", "acc"),
+            columns=("Question", "Answers", "Choices"),
+            prepare=_prep_mcqa_multiple, render=_render_choices, parse=_parse_mcqa(True), score=_score_multiple,
+            completion_stop=("\n\n", "\nQuestion:"),
+        ),
+        Task(
+            name="open_ended",
+            hub_id="eve-esa/open-ended",
+            description="Answer the following question about Earth Observation accurately and completely.",
+            default_num_fewshot=5, default_max_tokens=40000, judge_kind="fact_check", metrics=_OPEN_METRICS,
+            columns=("Question", "Answer"),
+            prepare=_prep_open, render=_render_open, parse=_parse_open, score=_score_open,
+        ),
+        Task(
+            name="open_ended_w_context",
+            hub_id="eve-esa/open-ended-w-context",
+            description=("Answer the question about Earth Observation using the information in the "
+                         "documents provided."),
+            default_num_fewshot=5, default_max_tokens=40000, judge_kind="context", metrics=_OPEN_METRICS,
+            columns=("Question", "Answer", "Doc 1"), optional_columns=_CONTEXT_COLUMNS,
+            prepare=_prep_context, render=_render_context, parse=_parse_open, score=_score_open,
+            completion_stop=("\nQuestion:", "\nDocument 1:"),
+        ),
+        Task(
+            name="refusal",
+            hub_id="eve-esa/refusal",
+            description=("Answer the question about Earth Observation using only the information in the "
+                         "documents provided. If they do not contain enough information to answer it, "
+                         f"reply: \"{REFUSAL_ANSWER}\""),
+            default_num_fewshot=5, default_max_tokens=40000, judge_kind="refusal", metrics=_OPEN_METRICS,
+            columns=("Question", "Context"),
+            prepare=_prep_refusal, render=_render_context, parse=_parse_open, score=_score_open,
+            completion_stop=("\nQuestion:", "\nDocument 1:"),
+        ),
+        Task(
+            name="hallucination_detection",
+            hub_id="eve-esa/hallucination-detection",
+            description=("You will see a question about Earth Observation and an answer to it. Decide whether "
+                         "the answer contains hallucinated (false or unsupported) information. Answer A if it "
+                         "does, B if it does not. Answer with the letter only."),
+            default_num_fewshot=0, default_max_tokens=100, judge_kind=None,
+            metrics=("acc", "precision", "recall", "f1"),
+            columns=("Question", "Answer", "is_hallucinated"), optional_columns=("Hard labels", "Soft labels"),
+            prepare=_prep_hallucination, render=_render_hallucination, parse=_parse_hallucination,
+            score=_score_hallucination, completion_stop=("\n\n", "\nQuestion:"),
+        ),
+    ]
+}
+
+# EVE's own spellings of the same tasks.
+ALIASES = {"mcqa_multiple_answers": "mcqa_multiple_answer", "is_mcqa": "mcqa_multiple_answer"}
+
+
+def get_task(name: str | Task) -> Task:
+    """The task called `name` (EVE's aliases accepted); unknown names list the valid ones."""
+    if isinstance(name, Task):
+        return name
+    key = ALIASES.get(name, name)
+    if key not in TASKS:
+        raise ValueError(f"unknown task {name!r}; valid tasks: {', '.join(TASKS)}")
+    return TASKS[key]
+
+
+# ---------------------------------------------------------------------------------------------
+# Few-shot examples and requests
+
+
+def _same_item(a: Item, b: Item) -> bool:
+    return a is b or (a.source == b.source and a.doc_id == b.doc_id) or a.question.strip() == b.question.strip()
+
+
+def select_fewshot(item: Item, pool: Sequence[Item], n: int, sampler: Sampler = "first_n", seed: int = 0) -> list[Item]:
+    """Few-shot examples for `item`, never the item itself (nor a copy of its question).
+
+    `first_n` (EVE's default) takes the first n other items of the pool; `random` draws n
+    without replacement with an rng seeded from (seed, doc_id), so each item's examples are
+    the same whatever order or subset of items is run.
+    """
+    if n <= 0:
+        return []
+    candidates = [p for p in pool if not _same_item(p, item)]
+    if sampler == "first_n":
+        return candidates[:n]
+    if sampler == "random":
+        rng = np.random.default_rng([seed % 2**32, item.doc_id % 2**32])
+        picks = rng.choice(len(candidates), size=min(n, len(candidates)), replace=False)
+        return [candidates[int(i)] for i in picks]
+    raise ValueError(f"unknown fewshot_sampler {sampler!r}; use 'first_n' or 'random'")
+
+
+def build_requests(
+    task: Task | str,
+    items: Sequence[Item],
+    *,
+    api: Api = "chat",
+    num_fewshot: int | None = None,
+    fewshot_sampler: Sampler = "first_n",
+    seed: int = 0,
+    temperature: float = 0.0,
+    max_tokens: int | None = None,
+    pool: Sequence[Item] | None = None,
+) -> list[GenerationRequest]:
+    """One request per item. Few-shot examples come from `pool` (default: the items).
+
+    EVE datasets have a single split, so examples are other items of the same data. Pass the
+    full item list as `pool` when running a `limit`ed subset to keep the same examples.
+    """
+    task = get_task(task)
+    if api not in ("chat", "completions"):
+        raise ValueError(f"api must be 'chat' or 'completions', got {api!r}")
+    n = task.default_num_fewshot if num_fewshot is None else int(num_fewshot)
+    max_tokens = task.default_max_tokens if max_tokens is None else int(max_tokens)
+    pool = items if pool is None else pool
+    requests, short = [], 0
+    for item in items:
+        shots = select_fewshot(item, pool, n, fewshot_sampler, seed)
+        short += len(shots) < n
+        if api == "chat":
+            requests.append(GenerationRequest(messages=task.chat_messages(item, shots), temperature=temperature,
+                                              max_tokens=max_tokens, seed=seed))
+        else:
+            requests.append(GenerationRequest(prompt=task.completion_prompt(item, shots), temperature=temperature,
+                                              max_tokens=max_tokens, seed=seed, stop=task.completion_stop))
+    if short:
+        warnings.warn(f"{task.name}: {short} item(s) got fewer than {n} few-shot examples: the pool has only "
+                      f"{len(pool)} item(s) (pass a larger `pool`, or lower num_fewshot)", stacklevel=2)
+    return requests
+
+
+# ---------------------------------------------------------------------------------------------
+# Scoring
+
+
+def score_samples(task: Task | str, items: Sequence[Item], results: Sequence[GenerationResult], *,
+                  embeddings: bool | None = None) -> pd.DataFrame:
+    """One row per item: the response, what was parsed, and the per-sample metrics.
+
+    Failed generations (infrastructure) get NaN metrics and `failed=True`; unusable answers
+    (the model's failure) are scored wrong with `unparsed=True` and the reason. `embeddings`
+    computes the cosine metric for open tasks (None: when the extra is installed); when it
+    cannot run, the reason is in `df.attrs["notes"]` and logged.
+    """
+    task = get_task(task)
+    if len(items) != len(results):
+        raise ValueError(f"{len(items)} items but {len(results)} results")
+    rows: list[dict[str, Any]] = []
+    for item, res in zip(items, results):
+        row: dict[str, Any] = {"doc_id": item.doc_id, "doc.Question": item.question, "target": item.target}
+        raw = res.raw if res.raw is not None else res.text
+        if res.failed:
+            answer, reasoning, parsed = "", res.reasoning, None
+            scores = {k: math.nan for k in task.score(Parsed(None, None, "failed"), item)}
+            if "gold_hallucinated" in scores:
+                scores["gold_hallucinated"] = float(item.fields["is_hallucinated"])
+        else:
+            answer, found = strip_think(res.text or "")
+            reasoning = "\n\n".join(r for r in (res.reasoning, found) if r) or None
+            parsed = task.parse(answer, item)
+            scores = task.score(parsed, item)
+        row.update({
+            "filtered_resps": answer,
+            "response": raw,
+            "reasoning": reasoning,
+            "parsed": None if parsed is None else parsed.value,
+            "unparsed": bool(parsed is not None and parsed.reason is not None),
+            "unparsed_reason": None if parsed is None else parsed.reason,
+            "failed": bool(res.failed),
+            "error": res.error,
+        })
+        row.update(scores)
+        rows.append(row)
+    df = pd.DataFrame(rows)
+    if df.empty:
+        df = pd.DataFrame(columns=SAMPLE_COLUMNS)
+    notes = M.metric_notes(task)
+    if "cosine" in task.metrics and not df.empty:
+        want = embeddings if embeddings is not None else "cosine" not in notes
+        if want and "cosine" in notes:
+            log.warning(notes["cosine"])
+        elif want:
+            df = _add_cosine(df, items)
+        else:
+            notes.setdefault("cosine", "cosine: not computed (embeddings=False)")
+    for note in notes.values():
+        log.info(note)
+    df.attrs["notes"] = list(notes.values())
+    return df
+
+
+def _add_cosine(df: pd.DataFrame, items: Sequence[Item]) -> pd.DataFrame:
+    ok = (~df["failed"] & ~df["unparsed"]).to_numpy()
+    values = np.full(len(df), np.nan)
+    values[(~df["failed"]).to_numpy()] = 0.0  # unparsed: scored wrong
+    if ok.any():
+        refs = [items[i].fields["reference"] for i in np.flatnonzero(ok)]
+        values[ok] = M.cosine_similarities(df.loc[ok, "filtered_resps"].tolist(), refs)
+    df = df.copy()
+    position = df.columns.get_loc("rougeL") + 1 if "rougeL" in df.columns else len(df.columns)
+    df.insert(position, "cosine", values)
+    return df
+
+
+def _prf_stat(which: int) -> Callable[..., np.ndarray]:
+    def stat(data: np.ndarray, axis: int = 1) -> np.ndarray:
+        data = np.moveaxis(np.asarray(data), axis, -2)
+        return M.binary_prf(data[..., 0] > 0.5, data[..., 1] > 0.5, axis=-1)[which]
+
+    return stat
+
+
+def task_metrics(task: Task | str, df: pd.DataFrame, *, seed: int = 0, n_boot: int = 1000) -> dict[str, dict]:
+    """{metric: {"value", "ci_low", "ci_high", "n"}} with 95% percentile-bootstrap intervals.
+
+    Failed rows and NaN values are excluded (`n` = items used). Corpus metrics (precision,
+    recall, f1) are recomputed on each resample. Metrics not computed (e.g. cosine without
+    the embeddings extra) are absent; `evekit.metrics.metric_notes(task)` says why.
+    """
+    task = get_task(task)
+    used = df[~df["failed"].astype(bool)] if "failed" in df.columns else df
+    out: dict[str, dict] = {}
+    for name in task.metrics:
+        if name in ("precision", "recall", "f1"):
+            pairs = used[["pred_hallucinated", "gold_hallucinated"]].to_numpy(dtype=float)
+            which = ("precision", "recall", "f1").index(name)
+            out[name] = summarize(pairs, seed=seed, n_boot=n_boot, stat=_prf_stat(which))
+        elif name in used.columns:
+            out[name] = summarize(used[name].to_numpy(dtype=float), seed=seed, n_boot=n_boot)
+    return out
+
+
+def count_failures(df: pd.DataFrame) -> dict[str, int]:
+    """{"n": items, "n_unparsed": model failures (scored wrong), "n_failed": infrastructure failures}."""
+    failed = df["failed"].astype(bool) if "failed" in df.columns else pd.Series(False, index=df.index)
+    unparsed = df["unparsed"].astype(bool) if "unparsed" in df.columns else pd.Series(False, index=df.index)
+    return {"n": int(len(df)), "n_unparsed": int((unparsed & ~failed).sum()), "n_failed": int(failed.sum())}
+
+
+def judge_case_fields(task: Task | str, item: Item, response: str) -> dict[str, Any]:
+    """Keyword arguments for `evekit.judge.JudgeCase` for one answered item."""
+    task = get_task(task)
+    if task.judge_kind is None:
+        raise ValueError(f"task {task.name} is not judged")
+    return {"question": item.question, "answer": response, "reference": item.fields.get("reference"),
+            "context": list(item.fields["docs"]) if "docs" in item.fields else None}
+
+
+# ---------------------------------------------------------------------------------------------
+# Optional: span-level hallucination detection (not part of EVE's default metrics)
+
+SPAN_INSTRUCTION = ("You will see a question about Earth Observation and an answer to it. Copy, verbatim and one "
+                    "per line, every phrase of the answer that is hallucinated (false or unsupported). If nothing "
+                    "is hallucinated, reply NONE.")
+
+
+def span_request(item: Item, *, api: Api = "chat", temperature: float = 0.0, max_tokens: int = 512,
+                 seed: int = 0) -> GenerationRequest:
+    """A zero-shot request asking the model to mark hallucinated phrases of the checked answer."""
+    body = f"Question: {item.question}\nAnswer to check: {item.fields['answer']}"
+    if api == "chat":
+        return GenerationRequest(messages=({"role": "system", "content": SPAN_INSTRUCTION},
+                                           {"role": "user", "content": body}),
+                                 temperature=temperature, max_tokens=max_tokens, seed=seed)
+    return GenerationRequest(prompt=f"{SPAN_INSTRUCTION}\n\n{body}\nHallucinated phrases:",
+                             temperature=temperature, max_tokens=max_tokens, seed=seed, stop=("\nQuestion:",))
+
+
+def score_spans(item: Item, text: str | None) -> dict[str, Any]:
+    """Span precision/recall/F1 of a span response against the item's hard labels."""
+    answer = item.fields["answer"]
+    spans, missing = parse_spans(text, answer)
+    return {**M.span_prf(spans, item.fields.get("hard_labels", []), len(answer)),
+            "spans": spans, "not_found": missing}
