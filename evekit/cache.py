@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import queue
 import sqlite3
 import threading
 import time
@@ -119,12 +120,28 @@ class ResponseCache:
 
     def put(self, key: str, fields: Mapping[str, Any], result: GenerationResult) -> None:
         """Store one successful answer now (one atomic transaction). Failures are refused."""
-        if result.failed:
-            raise ValueError("failed results are not cached")
-        row = (key, _canonical(fields), *(getattr(result, f) for f in RESULT_FIELDS), time.time())
+        self.put_many([(key, fields, result)])
+
+    def put_many(self, items: Iterable[tuple[str, Mapping[str, Any], GenerationResult]]) -> None:
+        """Store answers in one short transaction. Failures are refused."""
+        now = time.time()
+        rows = []
+        for key, fields, result in items:
+            if result.failed:
+                raise ValueError("failed results are not cached")
+            rows.append((key, _canonical(fields), *(getattr(result, f) for f in RESULT_FIELDS), now))
         with self._lock:
             # First answer wins: a replay stays stable even if two processes raced on one key.
-            self._db.execute("INSERT OR IGNORE INTO responses VALUES (?,?,?,?,?,?,?,?,?)", row)
+            if len(rows) == 1:
+                self._db.execute("INSERT OR IGNORE INTO responses VALUES (?,?,?,?,?,?,?,?,?)", rows[0])
+                return
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                self._db.executemany("INSERT OR IGNORE INTO responses VALUES (?,?,?,?,?,?,?,?,?)", rows)
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
 
     def keys(self) -> set[str]:
         with self._lock:
@@ -190,6 +207,50 @@ class ResponseCache:
         with self._lock:
             self._db.execute("INSERT OR REPLACE INTO imports VALUES (?,?,?)",
                              (path.name, st.st_size, st.st_mtime_ns))
+
+
+class CacheWriter:
+    """Writes answers to a `ResponseCache` on a background thread.
+
+    Each answer is committed as soon as the thread takes it (answers that queued up
+    meanwhile share one transaction), so the event loop never waits for SQLite and a killed
+    process loses at most the answers of the last few milliseconds. `close()` waits until
+    everything queued is committed and re-raises a write error.
+    """
+
+    def __init__(self, cache: ResponseCache) -> None:
+        self.cache = cache
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="evekit-cache-writer", daemon=True)
+        self._thread.start()
+
+    def put(self, key: str, fields: Mapping[str, Any], result: GenerationResult) -> None:
+        self._queue.put((key, fields, result))
+
+    def _run(self) -> None:
+        done = False
+        while not done:
+            batch = [self._queue.get()]
+            while True:
+                try:
+                    batch.append(self._queue.get_nowait())
+                except queue.Empty:
+                    break
+            if batch[-1] is None:
+                done = True
+                batch.pop()
+            if batch and self._error is None:
+                try:
+                    self.cache.put_many(batch)
+                except BaseException as e:  # noqa: BLE001 - reported by close()
+                    self._error = e
+
+    def close(self) -> None:
+        self._queue.put(None)
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
 
 
 def _row_from_record(line: str, path: Path, lineno: int) -> tuple[Any, ...]:

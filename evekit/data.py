@@ -15,7 +15,7 @@ import os
 import socket
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
 from unittest import mock
 from urllib.parse import urlparse
 
@@ -236,10 +236,15 @@ def _hub_hint(hub_id: str) -> str:
             "(JSONL, Parquet or CSV)")
 
 
-def load_rows(dataset: str | os.PathLike[str], split: str = "train") -> tuple[list[dict[str, Any]], list[str], str]:
-    """Read a hub dataset or local file with `datasets`: (rows, column names, source label)."""
+def load_rows(dataset: str | os.PathLike[str], split: str = "train",
+              cache_dir: str | os.PathLike[str] | None = None) -> tuple[list[dict[str, Any]], list[str], str]:
+    """Read a hub dataset or local file with `datasets`: (rows, column names, source label).
+
+    `cache_dir` is passed to `datasets.load_dataset` (default: its usual cache).
+    """
     import datasets
 
+    kwargs = {} if cache_dir is None else {"cache_dir": str(cache_dir)}
     local = resolve_local(dataset)
     with _quiet_datasets():
         if local is not None:
@@ -249,7 +254,7 @@ def load_rows(dataset: str | os.PathLike[str], split: str = "train") -> tuple[li
                                 f"{', '.join(sorted(LOCAL_FORMATS))}")
             source = str(local)
             try:
-                ds = datasets.load_dataset(fmt, data_files={split: str(local)}, split=split)
+                ds = datasets.load_dataset(fmt, data_files={split: str(local)}, split=split, **kwargs)
             except Exception as exc:  # datasets wraps parser errors in several types
                 raise DataError(f"{source}: cannot be read as {fmt}: {type(exc).__name__}: {exc}") from exc
         else:
@@ -257,13 +262,13 @@ def load_rows(dataset: str | os.PathLike[str], split: str = "train") -> tuple[li
             offline = not _hub_reachable()
             try:
                 with _offline_mode() if offline else contextlib.nullcontext():
-                    ds = datasets.load_dataset(source, split=split)
+                    ds = datasets.load_dataset(source, split=split, **kwargs)
             except Exception as exc:
                 if offline:
                     raise DataError(
                         f"cannot load {source!r}: the Hugging Face Hub cannot be reached (no network, "
-                        f"or HF_HUB_OFFLINE is set) and it is not in the local datasets cache; "
-                        f"{_hub_hint(source)}"
+                        f"or HF_HUB_OFFLINE is set) and split {split!r} is not in the local datasets cache "
+                        f"({type(exc).__name__}); {_hub_hint(source)}"
                     ) from exc
                 raise DataError(f"cannot load {source!r} (split {split!r}) from the Hugging Face Hub: "
                                 f"{type(exc).__name__}: {exc}. If the Hub is unreachable, "
@@ -322,7 +327,7 @@ def items_from_rows(
 
 
 def load_items(task: "Task | str", dataset: str | os.PathLike[str] | None = None, split: str = "train",
-               limit: int | None = None) -> list[Item]:
+               limit: int | None = None, *, cache_dir: str | os.PathLike[str] | None = None) -> list[Item]:
     """Load and validate a task's items from a hub id (default: the task's) or a local file.
 
     All rows are validated even with `limit`, so a broken file is noticed on a small run;
@@ -332,7 +337,7 @@ def load_items(task: "Task | str", dataset: str | os.PathLike[str] | None = None
         from evekit.tasks import get_task
 
         task = get_task(task)
-    rows, columns, source = load_rows(dataset or task.hub_id, split)
+    rows, columns, source = load_rows(dataset or task.hub_id, split, cache_dir=cache_dir)
     items = items_from_rows(task, rows, source, columns)
     if limit is not None:
         if limit < 0:
@@ -371,5 +376,3 @@ def choices_of(row: Row, column: str = "Choices") -> tuple[list[str], list[str]]
         raise RowError(column, f"empty choice text for {labels[[bool(t) for t in texts].index(False)]}")
     return labels, texts
 
-
-Prepare = Callable[[Row], "tuple[str, str, dict[str, Any]]"]

@@ -283,8 +283,10 @@ def ask_json(
         retried = call(bad, method, extra)
         for i, a in retried.items():
             if a.answer.parsed is None:  # keep both reasons: first reply and retry
-                first = attempts[i].answer.error
-                a = _Attempt(a.answer._replace(error=f"{a.answer.error}; after a reminder (first: {first})"), a.infra)
+                first, again = attempts[i].answer.error, a.answer.error
+                error = f"{again} (also after a reminder)" if again == first else \
+                    f"{again}, after a reminder (first reply: {first})"
+                a = _Attempt(a.answer._replace(error=error), a.infra)
             attempts[i] = a
         return attempts
 
@@ -553,7 +555,8 @@ class JudgePanel:
         _, endpoint_error = _client_errors()
         try:
             return ask_json(self.clients[spec.name], messages, VERDICT_SCHEMA, max_tokens=self.max_tokens,
-                            temperature=self.temperature, text_parser=parse_verdict_text,
+                            temperature=self.temperature if spec.temperature is None else spec.temperature,
+                            text_parser=parse_verdict_text,
                             normalize=_normalize_verdict, reminder=JUDGE_REMINDER, api=spec.api,
                             desc=f"judge {spec.name}")
         except endpoint_error as e:  # every sample abstains, with the reason; the run goes on

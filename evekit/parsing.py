@@ -86,13 +86,14 @@ _LIST = rf"{_TOK}(?:{_SEP}{_TOK})*"
 # continue an article ("the answer is A satellite" is prose, "the answer is B because" is not).
 _AFTER = (
     r"(?=\s*(?:$|[^\w\s]|\n|\b(?:because|since|as|which|is|are|was|were|for|with|from|in|"
-    r"since|given|due|that|option|options|choice|choices)\b))"
+    r"given|due|that|option|options|choice|choices)\b))"
 )
 _LEADER = r"(?:options?|choices?|letters?)\s*:?\s*"
 _STATEMENTS = [
     # "Answer: C", "the answer is (B)", "the answers are A and C", "final answer = B"
     re.compile(
-        rf"\banswers?\s*(?:is|are|would\s+be|should\s+be|will\s+be|[:=\-–—])\s*(?:{_LEADER})?({_LIST}){_AFTER}",
+        rf"\banswers?\s*(?:(?:is|are|would\s+be|should\s+be|will\s+be)\s*[:=\-–—]?|[:=\-–—])\s*"
+        rf"(?:{_LEADER})?({_LIST}){_AFTER}",
         re.IGNORECASE,
     ),
     # "the correct option is B", "best choices are A, C"
@@ -102,9 +103,10 @@ _STATEMENTS = [
     ),
     # "I choose B", "I would select options A and C"
     re.compile(rf"\b(?:choose|select|pick)\s+(?:{_LEADER})?({_LIST}){_AFTER}", re.IGNORECASE),
-    # "Option B is correct", "A and C are correct", "B is the right answer"
+    # "Option B is correct", "A and C are correct", "B is the right answer", "B is the answer"
     re.compile(
-        rf"(?:\b(?:options?|choices?)\s+)?({_LIST})\s+(?:is|are)\s+(?:the\s+)?(?:correct|right|best)\b",
+        rf"(?:\b(?:options?|choices?)\s+)?({_LIST})\s+(?:is|are)\s+(?:the\s+)?"
+        rf"(?:correct|right|best|(?:final\s+)?answers?\b)\b",
         re.IGNORECASE,
     ),
 ]
@@ -127,7 +129,7 @@ def format_labels(labels: Sequence[str]) -> str:
 
 
 def _letters(fragment: str) -> list[str]:
-    found = re.findall(rf"(?<![A-Za-z0-9])([A-Za-z])(?![A-Za-z0-9'’])", fragment)
+    found = re.findall(r"(?<![A-Za-z0-9])([A-Za-z])(?![A-Za-z0-9'’])", fragment)
     out: list[str] = []
     for letter in found:
         up = letter.upper()

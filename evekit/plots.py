@@ -104,3 +104,107 @@ def proportion_hbar(values: Sequence[float], low: Sequence[float], high: Sequenc
     if not len(values):
         ax.text(0.5, 0.5, "no decisive verdicts", ha="center", va="center", transform=ax.transAxes)
     return ax
+
+
+# -- task notebooks ----------------------------------------------------------------------------
+
+def letter_bias(samples: pd.DataFrame, *, title: str = "") -> Figure:
+    """How often each letter is predicted vs how often it is gold: answer-position bias at a glance."""
+    def letters(column: str) -> pd.Series:
+        values = samples.loc[~samples["failed"], column].fillna("").astype(str)
+        return values.str.findall(r"[A-Z]").explode().dropna()
+
+    predicted, gold = letters("parsed"), letters("target")
+    labels = sorted(set(predicted) | set(gold))
+    table = pd.DataFrame({
+        "gold": gold.value_counts().reindex(labels, fill_value=0),
+        "predicted": predicted.value_counts().reindex(labels, fill_value=0),
+    })
+    fig, ax = plt.subplots(figsize=(max(4.5, 0.9 * len(labels) + 2), 3.4))
+    table.plot.bar(ax=ax, color=["#9aa5b1", "#2f6f9f"], rot=0, width=0.75)
+    ax.set_xlabel("answer letter")
+    ax.set_ylabel("count")
+    unparsed = int(samples["unparsed"].sum())
+    ax.set_title(f"{title}\npredicted vs gold letters (unparsed answers: {unparsed})" if title
+                 else "predicted vs gold letters", fontsize=10)
+    ax.legend(frameon=False)
+    fig.tight_layout()
+    return fig
+
+
+def score_distribution(samples: pd.DataFrame, column: str, *, title: str = "") -> Figure:
+    """Histogram of a per-item score (IoU, ROUGE-L, ...) over the items that were answered."""
+    values = samples.loc[~samples["failed"], column].dropna()
+    fig, ax = plt.subplots(figsize=(5.5, 3.4))
+    ax.hist(values, bins=np.linspace(0, 1, 11), color="#2f6f9f", edgecolor="white")
+    ax.set_xlim(0, 1)
+    ax.set_xlabel(f"{column} per item")
+    ax.set_ylabel("items")
+    ax.set_title(f"{title}\n{column}: mean {values.mean():.3f} over {len(values)} items" if len(values)
+                 else f"{title}\nno scored items", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def confusion(samples: pd.DataFrame, *, title: str = "") -> Figure:
+    """Confusion matrix of hallucination detection; unparsed answers get their own column."""
+    answered = samples[~samples["failed"]]
+    gold = answered["target"].map({"A": "hallucinated", "B": "correct"})
+    pred = answered["parsed"].map({"A": "hallucinated", "B": "correct"}).fillna("unparsed")
+    table = pd.crosstab(gold, pred).reindex(index=["hallucinated", "correct"],
+                                            columns=["hallucinated", "correct", "unparsed"], fill_value=0)
+    fig, ax = plt.subplots(figsize=(5.2, 3.6))
+    sns.heatmap(table, annot=True, fmt="d", cmap="Blues", cbar=False, ax=ax)
+    ax.set_xlabel("model's answer")
+    ax.set_ylabel("gold")
+    ax.set_title(f"{title}\nhallucination detection, {len(answered)} items" if title else "confusion matrix",
+                 fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def judge_pass_rates(metrics: dict[str, dict], judge_names: Sequence[str], *, title: str = "") -> Figure:
+    """Pass rate per judge and for the vote, with 95% intervals."""
+    names = [f"llm_as_judge_{n}" for n in judge_names] if len(judge_names) > 1 else ["llm_as_judge"]
+    names += [n for n in ("judge_voting", "llm_as_judge_avg") if n in metrics]
+    names = [n for n in names if metrics.get(n, {}).get("value") is not None]
+    labels = [n.replace("llm_as_judge_", "judge: ") for n in names]
+    values = [metrics[n]["value"] for n in names]
+    low = [metrics[n].get("ci_low", v) for n, v in zip(names, values)]
+    high = [metrics[n].get("ci_high", v) for n, v in zip(names, values)]
+    fig, ax = plt.subplots(figsize=(6, 0.55 * max(len(names), 1) + 1.4))
+    y = np.arange(len(names))
+    ax.barh(y, values, color="#2f6f9f")
+    ax.errorbar(values, y, xerr=[np.subtract(values, low), np.subtract(high, values)], fmt="none",
+                ecolor="black", capsize=3)
+    ax.set_yticks(y, labels)
+    ax.invert_yaxis()
+    ax.set_xlim(0, 1)
+    ax.set_xlabel("share of answers judged PASS (95% CI)")
+    ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def leaderboard_chart(board: pd.DataFrame) -> Figure:
+    """Headline metric per task and model with 95% intervals."""
+    tasks = list(dict.fromkeys(board["task"]))
+    models = list(dict.fromkeys(board["model"]))
+    fig, ax = plt.subplots(figsize=(7.5, 0.5 * len(tasks) * max(len(models), 1) + 1.6))
+    height = 0.8 / max(len(models), 1)
+    palette = sns.color_palette("colorblind", len(models))
+    for i, model in enumerate(models):
+        rows = board[board["model"] == model].set_index("task").reindex(tasks)
+        y = np.arange(len(tasks)) + i * height
+        v = rows["value"].to_numpy(float)
+        ax.barh(y, v, height=height, color=palette[i], label=model)
+        ax.errorbar(v, y, xerr=[v - rows["ci_low"].to_numpy(float), rows["ci_high"].to_numpy(float) - v],
+                    fmt="none", ecolor="black", capsize=2)
+    ax.set_yticks(np.arange(len(tasks)) + height * (len(models) - 1) / 2,
+                  [f"{t}\n({m})" for t, m in zip(tasks, board.drop_duplicates("task")["metric"])])
+    ax.invert_yaxis()
+    ax.set_xlim(0, 1)
+    ax.set_xlabel("headline metric (95% CI)")
+    ax.legend(frameon=False, loc="lower right", fontsize=8)
+    fig.tight_layout()
+    return fig

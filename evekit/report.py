@@ -193,7 +193,7 @@ def write_index(run_dir: Path) -> Path:
         rows.append(
             f"<tr><td>{html.escape(res['task'])}</td><td>{html.escape(res['model'])}</td>"
             f"<td>{html.escape(name)}</td><td>{_fmt(m)}</td><td>{res['n']}</td>"
-            f"<td>{res.get('n_unparsed', 0)}</td><td>{res.get('n_failed', 0)}</td><td>{link}</td></tr>"
+            f"<td>{res.get('n_unparsed', 0)}</td><td>{_failed_cell(res)}</td><td>{link}</td></tr>"
         )
     extra = []
     for report in sorted(run_dir.glob("win_rate/*/report.html")) + sorted(run_dir.glob("summary/report.html")):
@@ -227,6 +227,11 @@ finding about any model.</p>
     index = run_dir / "index.html"
     index.write_text(page, encoding="utf-8")
     return index
+
+
+def _failed_cell(res: dict[str, Any]) -> str:
+    judge_failed = res.get("n_judge_failed", 0)
+    return f"{res.get('n_failed', 0)}" + (f" + {judge_failed} without verdict" if judge_failed else "")
 
 
 def _win_rate_headline(summary_csv: Path) -> str:

@@ -81,11 +81,13 @@ class TaskRun:
         dataset = self.dataset
         if Path(dataset).suffix:
             dataset = str(resolve_path(dataset))
-        self.items = tasks.load_items(self.task, dataset, split=self.config.split, limit=self.config.limit)
+        # Few-shot examples come from the whole split (as in EVE), not only from the first `limit` items.
+        pool = tasks.load_items(self.task, dataset, split=self.config.split)
+        self.items = pool[: self.config.limit] if self.config.limit else pool
         self.requests = tasks.build_requests(
             self.task, self.items, api=self.config.api, num_fewshot=self.num_fewshot,
             fewshot_sampler=self.config.fewshot_sampler, seed=self.config.seed,
-            temperature=self.config.temperature, max_tokens=self.max_tokens,
+            temperature=self.config.temperature, max_tokens=self.max_tokens, pool=pool,
         )
         return pd.DataFrame([{"doc_id": it.doc_id, "question": it.question, "target": it.target}
                              for it in self.items])
@@ -146,7 +148,8 @@ class TaskRun:
                                    max_retries=c.max_retries, cache_dir=c.cache_path, offline=c.offline)
         answered = self.samples[~self.samples["failed"]]
         by_id = {it.doc_id: it for it in self.items}
-        cases = [judge_case(by_id[d], r) for d, r in zip(answered["doc_id"], answered["filtered_resps"])]
+        cases = [judging.JudgeCase(**tasks.judge_case_fields(self.task, by_id[d], r))
+                 for d, r in zip(answered["doc_id"], answered["filtered_resps"])]
         verdicts = panel.judge(cases)
         verdicts.index = answered.index
         self.samples = self.samples.join(verdicts)
@@ -262,13 +265,22 @@ class TaskRun:
                 answered = s[~s["failed"]]
                 figs["judge_agreement.png"] = plots.heatmap(
                     judging.cohen_kappa_matrix(answered, self.judge_names),
-                    title=f"Cohen's kappa between judges · {title}", vmin=-1, vmax=1)
+                    title=f"Cohen's kappa between judges · {title}", vmin=-1, vmax=1).figure
         elif self.task.judge_kind is not None and "rougeL" in s.columns:
             figs["rougeL_distribution.png"] = plots.score_distribution(s, "rougeL", title=title)
         self.figures = figs
         return figs
 
     # -- save ---------------------------------------------------------------------------------
+    def _judge_extra(self) -> dict[str, Any] | None:
+        from evekit import judge as judging
+
+        if not self.judge_names:
+            return None
+        assert self.samples is not None
+        counts = judging.judge_counts(self.samples[~self.samples["failed"]], self.judge_names)
+        return {"judges": self.judge_names, "n_judge_failed": counts["n_judge_failed"], "judge_counts": counts}
+
     def save(self) -> Path:
         assert self.samples is not None
         if not self.metrics:
@@ -281,7 +293,7 @@ class TaskRun:
         results = report.build_results(
             task=c.task, model=c.model_name, samples=self.samples, metrics=self.metrics,
             usage=usage, params=params, notes=self.notes + [TINY_MODEL_NOTE] if "smollm2" in c.model_name else self.notes,
-            extra={"judges": self.judge_names} if self.judge_names else None,
+            extra=self._judge_extra(),
         )
         out = report.write_run(c.out_dir, self.samples, results, dataset=self.dataset)
         for name, fig in self.figures.items():
@@ -289,11 +301,3 @@ class TaskRun:
         print(f"Saved outputs to {report.display_path(out)}")
         return out
 
-
-def judge_case(item: Any, answer: str) -> Any:
-    """What the judges see for one item: question, reference, answer and any context documents."""
-    from evekit.judge import JudgeCase
-
-    fields = item.fields
-    context = fields.get("docs") or ([fields["context"]] if fields.get("context") else None)
-    return JudgeCase(question=item.question, answer=answer or "", reference=item.target, context=context)

@@ -6,9 +6,9 @@ max_tokens, metrics) follow EVE's task definitions so results are comparable.
 """
 from __future__ import annotations
 
+import itertools
 import logging
 import math
-import re
 import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal, NamedTuple, Sequence
@@ -401,16 +401,16 @@ def select_fewshot(item: Item, pool: Sequence[Item], n: int, sampler: Sampler = 
     without replacement with an rng seeded from (seed, doc_id), so each item's examples are
     the same whatever order or subset of items is run.
     """
+    if sampler not in ("first_n", "random"):
+        raise ValueError(f"unknown fewshot_sampler {sampler!r}; use 'first_n' or 'random'")
     if n <= 0:
         return []
-    candidates = [p for p in pool if not _same_item(p, item)]
     if sampler == "first_n":
-        return candidates[:n]
-    if sampler == "random":
-        rng = np.random.default_rng([seed % 2**32, item.doc_id % 2**32])
-        picks = rng.choice(len(candidates), size=min(n, len(candidates)), replace=False)
-        return [candidates[int(i)] for i in picks]
-    raise ValueError(f"unknown fewshot_sampler {sampler!r}; use 'first_n' or 'random'")
+        return list(itertools.islice((p for p in pool if not _same_item(p, item)), n))
+    candidates = [p for p in pool if not _same_item(p, item)]
+    rng = np.random.default_rng([seed % 2**32, item.doc_id % 2**32])
+    picks = rng.choice(len(candidates), size=min(n, len(candidates)), replace=False)
+    return [candidates[int(i)] for i in picks]
 
 
 def build_requests(
@@ -481,6 +481,8 @@ def score_samples(task: Task | str, items: Sequence[Item], results: Sequence[Gen
             answer, found = strip_think(res.text or "")
             reasoning = "\n\n".join(r for r in (res.reasoning, found) if r) or None
             parsed = task.parse(answer, item)
+            if not answer and reasoning and parsed.reason:
+                parsed = parsed._replace(reason=f"{parsed.reason} after reasoning (did it run out of max_tokens?)")
             scores = task.score(parsed, item)
         row.update({
             "filtered_resps": answer,
@@ -545,6 +547,8 @@ def task_metrics(task: Task | str, df: pd.DataFrame, *, seed: int = 0, n_boot: i
     out: dict[str, dict] = {}
     for name in task.metrics:
         if name in ("precision", "recall", "f1"):
+            if not {"pred_hallucinated", "gold_hallucinated"} <= set(used.columns):
+                continue
             pairs = used[["pred_hallucinated", "gold_hallucinated"]].to_numpy(dtype=float)
             which = ("precision", "recall", "f1").index(name)
             out[name] = summarize(pairs, seed=seed, n_boot=n_boot, stat=_prf_stat(which))

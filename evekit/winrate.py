@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import inspect
 import json
 import os
 import re
@@ -45,9 +46,11 @@ __all__ = [
     "TASKS", "REQUIRED_COLUMNS", "PAIRWISE_SCHEMA", "ModelSpec", "WinRateConfig", "Comparison",
     "ClientAsker", "resolve_path", "validate_params", "normalize_ws", "unwrap_response",
     "read_answers", "match_files", "load_comparisons", "a_shown_first", "build_messages",
-    "load_prompt", "parse_pairwise_text", "parse_verdict", "judge_comparison", "run_judges", "judge_outcomes", "majority_vote",
+    "load_prompt", "parse_pairwise_text", "parse_verdict", "judge_comparison", "run_judges",
+    "judge_outcomes", "majority_vote",
     "win_rates", "sign_test", "judge_agreement", "agreement_matrix", "summarize",
-    "eve_metrics", "verdict_text", "matching_table", "unmatched_table", "summary_table",
+    "eve_metrics", "verdict_text", "setup_table", "matching_table", "unmatched_table", "summary_table",
+    "summary_view",
     "sample_rationales", "plot_comparison", "plot_position_bias", "plot_agreement", "save_outputs",
 ]
 
@@ -68,6 +71,7 @@ PAIRWISE_SCHEMA: dict[str, Any] = {
 AskResult = tuple[dict[str, Any] | None, str | None, str, str | None]
 Asker = Callable[[JudgeSpec, list[list[dict[str, str]]]], Sequence[AskResult]]
 
+_AGGREGATE_LABELS = {"majority": "majority vote", "average": "average of judges (EVE)"}
 _TRUE = {"true", "1", "yes", "y", "t"}
 _FALSE = {"false", "0", "no", "n", "f", ""}
 
@@ -111,6 +115,12 @@ class WinRateConfig:
     max_tokens: int = 512
     alpha: float = ALPHA
 
+    @classmethod
+    def from_notebook(cls, namespace: dict[str, Any]) -> "WinRateConfig":
+        """Pick the parameter names out of a notebook's globals() and validate them."""
+        names = inspect.signature(validate_params).parameters
+        return validate_params(**{k: namespace[k] for k in names if k in namespace})
+
     def out_dir(self, comp: "Comparison") -> Path:
         return resolve_path(self.output_dir) / _safe(self.run_name) / "win_rate" / comp.label
 
@@ -121,7 +131,7 @@ class WinRateConfig:
             "model_a": [vars(m) for m in self.model_a],
             "model_b": [vars(m) for m in self.model_b],
             "judges": [{"name": j.name, "model": j.model, "base_url": j.base_url,
-                        "api_key_env": j.api_key_env} for j in self.judges],
+                        "api_key_env": j.api_key_env, "temperature": j.temperature} for j in self.judges],
             **{k: getattr(self, k) for k in (
                 "limit", "seed", "both_orders", "output_dir", "run_name", "concurrency", "timeout",
                 "max_retries", "cache_dir", "offline", "temperature", "max_tokens", "alpha")},
@@ -336,15 +346,12 @@ def match_files(spec_a: ModelSpec, spec_b: ModelSpec, *, limit: int | None = Non
             f"(compared after whitespace normalisation; {len(a)} and {len(b)} rows). First questions: "
             f"{a['key'].head(2).tolist()} vs {b['key'].head(2).tolist()}"
         )
-    unmatched = pd.concat([
-        pd.DataFrame({"model": spec_a.name, "file": spec_a.file, "row": side["row_a"].astype(int),
-                      "doc_id": side["doc_id_a"], "question": side["question_a"]})
-        for side in [m[m["_merge"] == "left_only"]]
-    ] + [
-        pd.DataFrame({"model": spec_b.name, "file": spec_b.file, "row": side["row_b"].astype(int),
-                      "doc_id": side["doc_id_b"], "question": side["question_b"]})
-        for side in [m[m["_merge"] == "right_only"]]
-    ], ignore_index=True)
+    def left_over(side: str, spec: ModelSpec) -> pd.DataFrame:
+        rows = m[m["_merge"] == ("left_only" if side == "a" else "right_only")]
+        return pd.DataFrame({"model": spec.name, "file": spec.file, "row": rows[f"row_{side}"].astype(int),
+                             "doc_id": rows[f"doc_id_{side}"], "question": rows[f"question_{side}"]})
+
+    unmatched = pd.concat([left_over("a", spec_a), left_over("b", spec_b)], ignore_index=True)
     fa, fb = both["failed_a"].astype(bool), both["failed_b"].astype(bool)
     failed_in = np.where(fa & fb, "both", np.where(fa, spec_a.name, spec_b.name))
     bad = both[fa | fb]
@@ -401,7 +408,8 @@ def a_shown_first(question: str, seed: int) -> bool:
 
 
 _PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
-_WINNER = re.compile(r"(?:winner|verdict|better)[\"'*\s]*(?:[:=]|is)[\"'*\s]*(?:answer\s*)?([A-Za-z]+)\b", re.IGNORECASE)
+_WINNER = re.compile(r"(?:winner|verdict|better)[\"'*\s]*(?:[:=]|is)[\"'*\s]*(?:answer\s*)?([A-Za-z]+)\b",
+                     re.IGNORECASE)
 _BRACKETED = re.compile(r"\[\[\s*(A|B|tie)\s*\]\]", re.IGNORECASE)
 PAIRWISE_REMINDER = (
     "Your previous reply could not be used ({reason}). Reply again with only this JSON object: "
@@ -466,12 +474,13 @@ class ClientAsker:
 
     def __init__(self, *, concurrency: int = 8, timeout: float = 120.0, max_retries: int = 4,
                  cache_dir: str | Path | None = None, offline: bool = False, temperature: float = 0.0,
-                 max_tokens: int = 512, progress: bool = True) -> None:
+                 max_tokens: int = 512, progress: bool = True, clients: dict[str, Any] | None = None) -> None:
         self.client_kwargs = dict(concurrency=concurrency, timeout=timeout, max_retries=max_retries,
                                   cache_dir=None if cache_dir is None else resolve_path(cache_dir),
                                   offline=offline, progress=progress)
         self.temperature, self.max_tokens = temperature, max_tokens
-        self.clients: dict[str, Any] = {}
+        # judge name -> client (anything with .generate(requests, desc) and .usage); built on first use
+        self.clients: dict[str, Any] = dict(clients or {})
 
     @classmethod
     def from_config(cls, cfg: WinRateConfig) -> "ClientAsker":
@@ -488,8 +497,9 @@ class ClientAsker:
             client = self.clients[judge.name] = ModelClient(
                 judge.model, judge.base_url, judge.api_key_env, name=f"judge {judge.name}", **self.client_kwargs)
         try:
+            temperature = self.temperature if judge.temperature is None else judge.temperature
             return ask_json(client, messages_list, PAIRWISE_SCHEMA, max_tokens=self.max_tokens,
-                            temperature=self.temperature, name="pairwise_verdict",
+                            temperature=temperature, name="pairwise_verdict",
                             text_parser=parse_pairwise_text, reminder=PAIRWISE_REMINDER, api=judge.api,
                             desc=f"pairwise judge {judge.name}")
         except EndpointError as e:
@@ -498,6 +508,12 @@ class ClientAsker:
 
     def usage(self) -> dict[str, dict[str, Any]]:
         return {name: c.usage.as_dict() for name, c in self.clients.items()}
+
+    def close(self) -> None:
+        """Close the clients' caches."""
+        for c in self.clients.values():
+            if hasattr(c, "close"):
+                c.close()
 
 
 RESULT_COLUMNS = [
@@ -579,10 +595,14 @@ def run_judges(comparisons: Sequence[Comparison], cfg: WinRateConfig,
                ask: Asker | None = None) -> dict[str, dict[str, Any]]:
     """Judge every comparison with every judge; returns per-judge usage (requests, cache hits, tokens)."""
     asker = ask if ask is not None else ClientAsker.from_config(cfg)
-    for comp in comparisons:
-        judge_comparison(comp, cfg.judges, seed=cfg.seed, both_orders=cfg.both_orders, ask=asker,
-                         alpha=cfg.alpha)
-    return asker.usage() if hasattr(asker, "usage") else {}
+    try:
+        for comp in comparisons:
+            judge_comparison(comp, cfg.judges, seed=cfg.seed, both_orders=cfg.both_orders, ask=asker,
+                             alpha=cfg.alpha)
+        return asker.usage() if hasattr(asker, "usage") else {}
+    finally:
+        if ask is None:
+            asker.close()
 
 
 # --------------------------------------------------------------------------- metrics
@@ -682,7 +702,8 @@ def _stats(sides: pd.Series, pairs: pd.DataFrame, name_a: str, name_b: str, alph
     decisive = (valid != "tie") & (lens["len_a"] != lens["len_b"])
     longer = np.where(lens["len_a"] > lens["len_b"], "a", "b")
     row["length_decisive"] = int(decisive.sum())
-    row["longer_wins"] = float((valid[decisive] == longer[decisive.to_numpy()]).mean()) if decisive.any() else float("nan")
+    longer_won = valid[decisive] == longer[decisive.to_numpy()]
+    row["longer_wins"] = float(longer_won.mean()) if decisive.any() else float("nan")
     if first_votes is not None:
         k, m = first_votes
         row["position_votes"] = m
@@ -708,8 +729,9 @@ def summarize(comp: Comparison, alpha: float = ALPHA) -> pd.DataFrame:
     position_bias: share of decisive verdicts (ties excluded) for the answer shown first; 0.5 = none.
     position_consistency (both_orders only): share of judged pairs whose verdict did not depend on
     the order. longer_wins: share of decisive outcomes, among pairs of different length (characters),
-    won by the longer answer. failed: questions without a usable verdict (excluded from n);
-    failed_decisions: judge calls without one.
+    won by the longer answer. failed: questions without a usable verdict (excluded from n; in the
+    average row, summed over judges); failed_decisions: judge calls without one. Wilson intervals
+    and the sign test are given where there are counts (judge and majority rows), not for averages.
     """
     res, out, pairs = comp.results, comp.outcomes, comp.pairs
     base = {"comparison": comp.label, "model_a": comp.name_a, "model_b": comp.name_b,
@@ -749,11 +771,11 @@ def summarize(comp: Comparison, alpha: float = ALPHA) -> pd.DataFrame:
     rows.append({**base, "judge": "average", "kind": "average", **avg, "better": "",
                  "judge_agreement": agreement, "failed": int(judge_rows["failed"].sum()),
                  "failed_decisions": int(res["failed"].sum())})
-    out = pd.DataFrame(rows).reindex(columns=SUMMARY_COLUMNS)
+    table = pd.DataFrame(rows).reindex(columns=SUMMARY_COLUMNS)
     counts = ["n", "wins_a", "losses_a", "wins_b", "losses_b", "ties", "position_votes", "consistent_pairs",
               "length_decisive", "failed", "failed_decisions", "identical"]
-    out[counts] = out[counts].astype("Int64")
-    return out
+    table[counts] = table[counts].astype("Int64")
+    return table
 
 
 def eve_metrics(comp: Comparison) -> dict[str, float]:
@@ -809,9 +831,10 @@ def unmatched_table(comparisons: Sequence[Comparison]) -> pd.DataFrame:
 
 def setup_table(cfg: WinRateConfig) -> pd.DataFrame:
     """Who is compared and who judges: one row per model and per judge (no secrets)."""
-    rows = [{"role": side, "name": m.name, "source": m.file, "endpoint": ""}
+    rows = [{"role": side, "name": m.name, "source": m.file, "endpoint": "", "temperature": ""}
             for side, models in (("model_a", cfg.model_a), ("model_b", cfg.model_b)) for m in models]
-    rows += [{"role": "judge", "name": j.name, "source": j.model, "endpoint": j.base_url} for j in cfg.judges]
+    rows += [{"role": "judge", "name": j.name, "source": j.model, "endpoint": j.base_url,
+              "temperature": cfg.temperature if j.temperature is None else j.temperature} for j in cfg.judges]
     return pd.DataFrame(rows)
 
 
@@ -831,17 +854,19 @@ def summary_view(comp: Comparison) -> pd.DataFrame:
     a, b = comp.name_a, comp.name_b
     fmt = lambda col: s[col].map(lambda v: "" if pd.isna(v) else f"{v:.3f}")  # noqa: E731
     return pd.DataFrame({
-        "judge": s["judge"].replace(_AGGREGATE_LABELS), "n": s["n"].astype(str).replace("<NA>", ""),
-        f"{a} win rate [95% CI]": [_pct_ci(*r) for r in s[["win_rate_a", "win_rate_a_ci_low", "win_rate_a_ci_high"]].to_numpy()],
-        f"{b} win rate [95% CI]": [_pct_ci(*r) for r in s[["win_rate_b", "win_rate_b_ci_low", "win_rate_b_ci_high"]].to_numpy()],
+        "judge": s["judge"].replace(_AGGREGATE_LABELS), "n": s["n"].map(lambda v: "" if pd.isna(v) else str(v)),
+        **{f"{name} win rate [95% CI]": [_pct_ci(*r) for r in s[[f"win_rate_{x}", f"win_rate_{x}_ci_low",
+                                                                    f"win_rate_{x}_ci_high"]].to_numpy()]
+           for x, name in (("a", a), ("b", b))},
         "ties": s["tie_rate"].map(lambda v: "" if pd.isna(v) else f"{v:.1%}"),
         f"{a} alpaca": fmt("alpaca_win_rate_a"), f"{b} alpaca": fmt("alpaca_win_rate_b"),
         "win rate difference": fmt("win_rate_difference"),
         "sign test p": s["sign_test_p"].map(lambda v: "" if pd.isna(v) else f"{v:.3g}"),
-        "better (alpha 0.05)": s["better"].fillna(""),
+        "better (sign test)": s["better"].fillna(""),
         "position bias": fmt("position_bias"), "longer answer wins": fmt("longer_wins"),
         "judge agreement": fmt("judge_agreement"),
-        "failed": s["failed"].astype(str),
+        **({"position consistency": fmt("position_consistency")} if comp.both_orders else {}),
+        "failed": s["failed"].map(str),
     }).set_index("judge")
 
 
@@ -855,7 +880,8 @@ def verdict_text(comp: Comparison, alpha: float = ALPHA) -> str:
     if p < alpha:
         concl = f"{m['better']} is better (p = {p:.3g} < {alpha})"
     else:
-        concl = f"no significant difference at alpha = {alpha} (p = {p:.3g})" if not np.isnan(p) else "no decisive verdicts"
+        concl = (f"no significant difference at alpha = {alpha} (p = {p:.3g})" if not np.isnan(p)
+                 else "no decisive verdicts")
     return (
         f"{comp.name_a} vs {comp.name_b}, {int(m['n'])} questions, majority of {len(comp.judges)} judge(s): "
         f"{comp.name_a} wins {int(m['wins_a'])} ({m['win_rate_a']:.0%}, 95% CI {m['win_rate_a_ci_low']:.0%}-"
@@ -877,9 +903,6 @@ def sample_rationales(comparisons: Sequence[Comparison], n: int = 5, seed: int =
 
 
 # --------------------------------------------------------------------------- plots and files
-_AGGREGATE_LABELS = {"majority": "majority vote", "average": "average of judges (EVE)"}
-
-
 def plot_comparison(comp: Comparison):
     """Stacked horizontal bars: share of questions won by A, tied, won by B, per judge and aggregate."""
     from evekit import plots
@@ -899,7 +922,8 @@ def plot_position_bias(comp: Comparison):
 
     s = comp.summary[comp.summary["kind"] != "average"].dropna(subset=["position_bias"])
     ax = plots.proportion_hbar(s["position_bias"], s["position_bias_ci_low"], s["position_bias_ci_high"],
-                               labels=s["judge"].replace(_AGGREGATE_LABELS), reference=0.5, reference_label="0.5 = no position bias", ylabel="judge",
+                               labels=s["judge"].replace(_AGGREGATE_LABELS), reference=0.5,
+                               reference_label="0.5 = no position bias", ylabel="judge",
                                xlabel="share of decisive verdicts for the answer shown first",
                                title=f"Position bias: {comp.name_a} vs {comp.name_b}")
     return ax.figure
@@ -911,7 +935,8 @@ def plot_agreement(comp: Comparison):
 
     ax = plots.heatmap(agreement_matrix(comp.outcomes), vmin=0.0, vmax=1.0, xlabel="judge", ylabel="judge",
                        cbar_label="agreement",
-                       title=f"Judge agreement (share of questions with the same verdict)\n{comp.name_a} vs {comp.name_b}")
+                       title="Judge agreement (share of questions with the same verdict)\n"
+                             f"{comp.name_a} vs {comp.name_b}")
     return ax.figure
 
 
@@ -929,10 +954,15 @@ def _json_safe(value: Any) -> Any:
 
 def save_outputs(comparisons: Sequence[Comparison], cfg: WinRateConfig,
                  usage: dict[str, Any] | None = None) -> list[Path]:
-    """Write each comparison's folder and print "Saved outputs to <dir>" (the batch runner reads it)."""
+    """Write each comparison's folder and print "Saved outputs to <dir>" (the batch runner reads it).
+
+    metrics.json holds the metrics under EVE's names, the counts, the parameters (no secrets) and
+    `usage`, the judge usage of the whole run (all comparisons share the judges' clients).
+    """
     import matplotlib.pyplot as plt
 
     from evekit import plots
+    from evekit.report import display_path
 
     dirs = []
     for comp in comparisons:
@@ -956,10 +986,6 @@ def save_outputs(comparisons: Sequence[Comparison], cfg: WinRateConfig,
             "usage": usage or {}, "params": cfg.as_dict(),
         }
         (d / "metrics.json").write_text(json.dumps(_json_safe(record), indent=2, ensure_ascii=False) + "\n")
-        try:
-            shown = d.resolve().relative_to(Path(__file__).resolve().parent.parent)
-        except ValueError:
-            shown = d.resolve()
-        print(f"Saved outputs to {shown}")
+        print(f"Saved outputs to {display_path(d)}")
         dirs.append(d)
     return dirs

@@ -15,12 +15,15 @@ Per-prompt behaviour is selected with a marker anywhere in the prompt, e.g. "[[t
   [[invalid_json]]   200 with a body that is not JSON
   [[bad_request]]    400 (a per-request client error, e.g. prompt too long)
   [[fail]]           500 on every attempt
+  [[hang]]           sleep `hang` seconds on every attempt (past the client's timeout)
+  [[no_max_tokens]]  400 when the body uses `max_tokens` (like OpenAI's reasoning models)
 
 Usage from Python::
 
     with StubServer(latency=0.01, fault_rate=0.2) as stub:
         stub.base_url   # "http://127.0.0.1:PORT/v1"
-        stub.stats()    # {"requests": {prompt: n}, "answered": {prompt: n}, "faults": {...}, "total": n}
+        stub.stats()    # {"requests": {prompt: n}, "answered": {prompt: n}, "faults": {...},
+                        #  "rejected": {"401": n, "404": n}, "total": every completion POST}
         stub.reset()
 
 or as a script: ``python tests/stub_server.py --latency 0.2`` (prints ``PORT <n>``).
@@ -78,6 +81,7 @@ def build_app(cfg: StubConfig):  # -> aiohttp.web.Application
     requests: Counter[str] = Counter()
     answered: Counter[str] = Counter()
     faults: Counter[str] = Counter()
+    rejected: Counter[str] = Counter()  # 401/404 answers, before a prompt is counted
 
     def error(status: int, message: str, headers: dict[str, str] | None = None) -> web.Response:
         return web.json_response({"error": {"message": message, "code": status}}, status=status,
@@ -86,17 +90,22 @@ def build_app(cfg: StubConfig):  # -> aiohttp.web.Application
     async def completion(request: web.Request) -> web.StreamResponse:
         chat = request.path.endswith("/chat/completions")
         if cfg.api_key is not None and request.headers.get("Authorization") != f"Bearer {cfg.api_key}":
+            rejected["401"] += 1
             return error(401, "Incorrect API key provided.")
         body = await request.json()
         model = body.get("model")
         if cfg.models is not None and model not in cfg.models:
+            rejected["404"] += 1
             return error(404, f"The model `{model}` does not exist.")
         prompt = _prompt_of(body)
         attempt = requests[prompt]
         requests[prompt] += 1
         marks = set(_MARKER.findall(prompt))
 
-        fault = "500" if "fail" in marks else _fault_for(cfg, prompt, attempt)
+        if "no_max_tokens" in marks and "max_tokens" in body:
+            return error(400, "Unsupported parameter: 'max_tokens' is not supported with this model. "
+                              "Use 'max_completion_tokens' instead.")
+        fault = "500" if "fail" in marks else "hang" if "hang" in marks else _fault_for(cfg, prompt, attempt)
         if fault:
             faults[fault] += 1
         if fault == "429":
@@ -140,10 +149,12 @@ def build_app(cfg: StubConfig):  # -> aiohttp.web.Application
 
     async def stats(request: web.Request) -> web.Response:
         return web.json_response({"requests": requests, "answered": answered, "faults": faults,
-                                  "total": sum(requests.values())})
+                                  "rejected": rejected,
+                                  "total": sum(requests.values()) + sum(rejected.values())})
 
     async def reset(request: web.Request) -> web.Response:
-        requests.clear(); answered.clear(); faults.clear()
+        for counter in (requests, answered, faults, rejected):
+            counter.clear()
         return web.json_response({"ok": True})
 
     app = web.Application()

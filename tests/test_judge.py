@@ -22,9 +22,11 @@ def method_of(req) -> str:
 
 
 def question_of(req) -> str:
-    user = req.messages[-1]["content"] if req.messages[-1]["role"] == "user" else ""
+    """The question of a judge request (from its first user message), or that message itself."""
     content = next(m["content"] for m in req.messages if m["role"] == "user")
-    return content.split("<question>\n", 1)[1].split("\n</question>", 1)[0] if "<question>" in content else user
+    if "<question>" not in content:
+        return content
+    return content.split("<question>\n", 1)[1].split("\n</question>", 1)[0]
 
 
 def reply(verdict, reasoning="checked") -> str:

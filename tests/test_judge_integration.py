@@ -53,6 +53,12 @@ def test_embedded_model_as_two_judges(embedded_server, tmp_path):
         votes = [row[f"judge_{n}"] for n in ("small_a", "small_b") if not math.isnan(row[f"judge_{n}"])]
         assert row["judge_n_votes"] == len(votes)
         assert row["judge_failed"] == (not votes)
+    assert df[["judge_small_a", "judge_small_b"]].notna().any().any(), "no verdict at all came back"
+    for name, client in panel.clients.items():
+        method = J.remembered_method(client)
+        assert method in J.METHODS, f"judge {name}: no method worked"
+        if method != "json_schema":  # reached by falling back: the schema call came back as an error
+            assert client.usage.failures >= 1
     counts = J.judge_counts(df, ["small_a", "small_b"])
     assert counts["n_judge_failed"] == int(df["judge_failed"].sum())
     assert panel.usage.requests >= 2 * len(CASES)

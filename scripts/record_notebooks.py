@@ -1,0 +1,84 @@
+"""Record a real run of the embedded model and commit the notebooks with its outputs (for nbval).
+
+    python scripts/record_notebooks.py
+
+1. starts the embedded llama.cpp server and runs every notebook with its default parameters but
+   `offline=False`, so each model and judge call really happens and lands in the cache
+   `tests/fixtures/recorded_cache/`;
+2. exports that cache as the reviewable `tests/fixtures/recorded_cache/recorded.jsonl`, copies the two
+   open_ended sample files the win-rate notebook compares to `tests/fixtures/win_rate/`;
+3. re-executes every notebook with its defaults (offline replay from that recording) and writes it
+   back into notebooks/ with its outputs. `pytest --nbval notebooks/` then re-runs them and compares.
+
+Run it on purpose, when a change is meant to alter the numbers.
+"""
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import papermill as pm
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from evekit.cache import export_cache  # noqa: E402
+from evekit.server import EmbeddedServer  # noqa: E402
+
+CACHE = ROOT / "tests" / "fixtures" / "recorded_cache"
+WIN_RATE_FIXTURES = ROOT / "tests" / "fixtures" / "win_rate"
+TASKS = ["mcqa_single_answer", "mcqa_multiple_answer", "open_ended", "open_ended_w_context", "refusal",
+         "hallucination_detection"]
+RECORDED = ROOT / "outputs" / "recorded"
+
+
+def judges_at(url: str, notebook: Path) -> list[dict] | None:
+    params = pm.inspect_notebook(str(notebook))
+    if "judges" not in params:
+        return None
+    judges = eval(params["judges"]["default"])  # our own notebook's literal list
+    return [{**j, "base_url": url} for j in judges]
+
+
+def execute(name: str, out: Path, **parameters) -> None:
+    print(f"executing {name} {sorted(parameters)}", flush=True)
+    pm.execute_notebook(str(ROOT / "notebooks" / f"{name}.ipynb"), str(out), parameters=parameters or None,
+                        cwd=str(ROOT / "notebooks"), kernel_name="python3", progress_bar=False)
+
+
+def main() -> int:
+    shutil.rmtree(CACHE, ignore_errors=True)
+    shutil.rmtree(RECORDED, ignore_errors=True)
+    CACHE.mkdir(parents=True)
+    scratch = ROOT / "outputs" / "recording"
+    scratch.mkdir(parents=True, exist_ok=True)
+    with EmbeddedServer() as server:
+        url = server.base_url
+        for task in TASKS:
+            nb = ROOT / "notebooks" / f"{task}.ipynb"
+            extra = {"judges": j} if (j := judges_at(url, nb)) else {}
+            execute(task, scratch / f"{task}.ipynb", offline=False, base_url=url, **extra)
+        # The five-shot open_ended run that the win-rate notebook compares with the zero-shot one.
+        nb = ROOT / "notebooks" / "open_ended.ipynb"
+        execute("open_ended", scratch / "open_ended.5shot.ipynb", offline=False, base_url=url,
+                judges=judges_at(url, nb), num_fewshot=5, run_name="recorded-5shot")
+        WIN_RATE_FIXTURES.mkdir(parents=True, exist_ok=True)
+        for run, shots in (("recorded", "0shot"), ("recorded-5shot", "5shot")):
+            shutil.copy(ROOT / "outputs" / run / "smollm2-135m-instruct" / "open_ended" / "samples.csv",
+                        WIN_RATE_FIXTURES / f"open_ended_{shots}.csv")
+        nb = ROOT / "notebooks" / "win_rate.ipynb"
+        execute("win_rate", scratch / "win_rate.ipynb", offline=False, judges=judges_at(url, nb))
+    export_cache(CACHE, CACHE / "recorded.jsonl")
+    for leftover in CACHE.glob("cache.sqlite*"):
+        leftover.unlink()
+    shutil.rmtree(RECORDED, ignore_errors=True)
+    for name in [*TASKS, "win_rate", "summary"]:
+        path = ROOT / "notebooks" / f"{name}.ipynb"
+        execute(name, path)
+    print(f"recorded {sum(1 for _ in open(CACHE / 'recorded.jsonl'))} calls in {CACHE / 'recorded.jsonl'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,185 @@
+"""Parsing of model responses: <think> stripping, option letters, hallucination verdicts, spans."""
+from __future__ import annotations
+
+import pytest
+
+from evekit.parsing import format_labels, parse_hallucination, parse_letters, parse_spans, strip_think
+
+ABCD = ["A", "B", "C", "D"]
+
+
+@pytest.mark.parametrize(
+    "text, answer, reasoning",
+    [
+        ("<think>B looks right</think>\nB", "B", "B looks right"),
+        ("<think>one</think> mid <think>two</think> end", "mid  end", "one\n\ntwo"),
+        ("<THINK>x</THINK>C", "C", "x"),
+        ("  <think>ran out of tokens while thinking", "", "ran out of tokens while thinking"),
+        ("the template opened it</think>\nAnswer: A", "Answer: A", "the template opened it"),
+        ("plain answer", "plain answer", None),
+        ("<think></think>B", "B", None),
+        ("", "", None),
+        (None, "", None),
+    ],
+)
+def test_strip_think(text, answer, reasoning):
+    assert strip_think(text) == (answer, reasoning)
+
+
+SINGLE_OK = [
+    ("B", "B"),
+    ("B.", "B"),
+    ("B) 10 meters", "B"),
+    ("(B) 10 meters", "B"),
+    ("B. 10 meters", "B"),
+    ("Answer: C", "C"),
+    ("**Answer:** D", "D"),
+    ("**B**", "B"),
+    ("**(A)**", "A"),
+    ("*C*", "C"),
+    ("b", "B"),
+    ("the answer is (B)", "B"),
+    ("The answer is b.", "B"),
+    ("I think the answer is B.", "B"),
+    ("The correct option is B because its bands are 10 m.", "B"),
+    ("Option C is correct.", "C"),
+    ("I pick **B** since it matches.", "B"),
+    ("B\n\nExplanation: the visible bands are at 10 m.", "B"),
+    ("Answer: B\nC is wrong because it is 20 m.", "B"),
+    # reasoning followed by a final answer statement: the final one wins
+    ("Option A is wrong because it is 60 m. At first I thought the answer is D, but no. "
+     "Therefore, the answer is C.", "C"),
+    ("Sentinel-2 MSI has 13 bands; the visible ones are at 10 m.\n\nC", "C"),
+    ("<think>It could be A. Hmm.</think>\nThe answer is B", "B"),
+    ("The correct answer is: B) 786 km", "B"),
+    ("B is the answer.", "B"),
+    ("The answer would be option (D).", "D"),
+]
+
+
+@pytest.mark.parametrize("text, expected", SINGLE_OK)
+def test_single_letter_cases(text, expected):
+    result = parse_letters(text, ABCD, multiple=False)
+    assert result.ok, result
+    assert result.labels == [expected]
+
+
+MULTI_OK = [
+    ("A, C", ["A", "C"]),
+    ("A and C", ["A", "C"]),
+    ("C, A", ["A", "C"]),
+    ("a, c", ["A", "C"]),
+    ("the answers are A and C", ["A", "C"]),
+    ("Final answer: A, C, D", ["A", "C", "D"]),
+    ("**A**, **C**", ["A", "C"]),
+    ("A) B2 (blue)\nC) B4 (red)", ["A", "C"]),
+    ("B2 and B3 are at 10 m, B5 is not. The correct answers are A, B and F.", ["A", "B", "F"]),
+    ("E, G", ["E", "G"]),  # choices beyond D
+]
+
+
+@pytest.mark.parametrize("text, expected", MULTI_OK)
+def test_multiple_letter_cases(text, expected):
+    result = parse_letters(text, list("ABCDEFG"), multiple=True)
+    assert result.ok, result
+    assert result.labels == expected
+
+
+def test_choices_beyond_d_single():
+    assert parse_letters("F", list("ABCDEF"), multiple=False).labels == ["F"]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "A satellite in a sun-synchronous orbit passes at the same local time.",
+        "I think it depends on the band.",
+        "I am not sure.",
+        "The answer is A satellite constellation.",
+        "answer isn't clear",
+        "",
+        "   ",
+    ],
+)
+def test_prose_capitals_are_not_answers(text):
+    result = parse_letters(text, ABCD, multiple=False)
+    assert not result.ok
+    assert result.labels is None
+    assert result.reason in {"no answer letter found", "empty response"}
+
+
+def test_letter_outside_choices_is_flagged_but_kept():
+    result = parse_letters("F", ABCD, multiple=False)
+    assert result.labels == ["F"]
+    assert result.reason == "letter F not among choices A-D"
+    multi = parse_letters("A, F", ABCD, multiple=True)
+    assert multi.labels == ["A", "F"]  # F stays in: it is a wrong pick for IoU
+    assert multi.reason == "letter F not among choices A-D"
+    two = parse_letters("E, F", ABCD, multiple=True)
+    assert two.reason == "letters E, F not among choices A-D"
+
+
+@pytest.mark.parametrize("text, letters", [("A, C", "A, C"), ("B or C", "B, C"), ("the answers are A and D", "A, D")])
+def test_single_answer_with_several_letters_is_unparsed(text, letters):
+    result = parse_letters(text, ABCD, multiple=False)
+    assert not result.ok
+    assert result.reason == f"several letters: {letters}"
+
+
+def test_no_answer_reason():
+    assert parse_letters("I do not know", ABCD, multiple=False).reason == "no answer letter found"
+
+
+@pytest.mark.parametrize(
+    "text, label",
+    [
+        ("A", "A"),
+        ("B", "B"),
+        ("B. The answer contains no hallucinated information.", "B"),
+        ("Yes", "A"),
+        ("Yes, it contains a hallucinated band.", "A"),
+        ("No, it's accurate.", "B"),
+        ("no", "B"),
+        ("The answer contains hallucinated details.", "A"),
+        ("It does not contain hallucinated information.", "B"),
+        ("The answer is accurate.", "B"),
+        ("The answer is not accurate.", "A"),
+        ("False", "A"),
+        ("True", "B"),
+        ("<think>Let me check the swath.</think>A", "A"),
+    ],
+)
+def test_hallucination_verdicts(text, label):
+    result = parse_hallucination(text)
+    assert result.ok, result
+    assert result.labels == [label]
+
+
+@pytest.mark.parametrize(
+    "text, reason",
+    [
+        ("hmm", "no verdict found (expected A/B or yes/no)"),
+        ("", "empty response"),
+        ("C", "letter C not among choices A, B"),
+        ("A, B", "several letters: A, B"),
+    ],
+)
+def test_hallucination_unusable(text, reason):
+    assert parse_hallucination(text).reason == reason
+
+
+def test_format_labels():
+    assert format_labels(["A", "B", "C", "D"]) == "A-D"
+    assert format_labels(["A", "C", "F"]) == "A, C, F"
+    assert format_labels(["A", "B"]) == "A, B"
+
+
+def test_parse_spans_locates_phrases():
+    answer = "Sentinel-2 acquires bands B2, B3, B4 and B5 at 10 m resolution, and its swath is 290 km."
+    spans, missing = parse_spans('- "B5"\n- swath is 290 KM\n- not in the text', answer)
+    start = answer.index("B5")
+    assert (start, start + 2) in spans
+    s2 = answer.index("swath is 290 km")
+    assert (s2, s2 + len("swath is 290 km")) in spans
+    assert missing == ["not in the text"]
+    assert parse_spans("NONE", answer) == ([], [])
