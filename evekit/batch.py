@@ -56,6 +56,21 @@ def load_params(path: Path, server_url: str | None = None) -> dict[str, Any]:
     return _substitute(params, server_url)
 
 
+def notebook_defaults(notebook: Path) -> dict[str, Any]:
+    """Literal default values of the notebook's `parameters` cell (what runs when a YAML omits them)."""
+    import ast
+
+    import papermill as pm
+
+    values = {}
+    for name, info in pm.inspect_notebook(str(notebook)).items():
+        try:
+            values[name] = ast.literal_eval(info["default"])
+        except (ValueError, SyntaxError):
+            pass
+    return values
+
+
 def saved_output_dirs(executed_notebook: Path) -> list[Path]:
     """Output folders announced by the notebook's save step ("Saved outputs to <dir>")."""
     import nbformat
@@ -94,9 +109,10 @@ def run_one(params_file: Path, notebooks_dir: Path, server_url: str | None,
     params = load_params(params_file, server_url)
     if output_dir is not None:
         params["output_dir"] = output_dir
-    out_root = Path(params.get("output_dir", "outputs"))
+    defaults = notebook_defaults(notebook)
+    out_root = Path(params.get("output_dir", defaults.get("output_dir", "outputs")))
     out_root = out_root if out_root.is_absolute() else REPO_ROOT / out_root
-    run_name = str(params.get("run_name", "demo"))
+    run_name = str(params.get("run_name", defaults.get("run_name", "demo")))
     executed = out_root / run_name / "notebooks" / f"{params_file.stem}.ipynb"
     executed.parent.mkdir(parents=True, exist_ok=True)
     ok = True

@@ -160,6 +160,17 @@ def _short(text: str, limit: int = 300) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+_SSL_CONTEXT: Any = None
+
+
+def _ssl_context() -> Any:
+    """One TLS context for all sessions: building it reads the CA bundle (~70 ms)."""
+    global _SSL_CONTEXT
+    if _SSL_CONTEXT is None:
+        _SSL_CONTEXT = _http.create_ssl_context()
+    return _SSL_CONTEXT
+
+
 class _Session:
     """What must live on one event loop: the openai client, its connection pool, the semaphore."""
 
@@ -169,11 +180,12 @@ class _Session:
         http_client = None
         if _aiohttp is not None and hasattr(openai, "DefaultAioHttpClient"):
             try:
-                http_client = openai.DefaultAioHttpClient(limits=limits, timeout=client.timeout)
+                http_client = openai.DefaultAioHttpClient(limits=limits, timeout=client.timeout,
+                                                          verify=_ssl_context())
             except RuntimeError:  # this openai build lacks its aiohttp transport
                 http_client = None
         if http_client is None:
-            http_client = _http.AsyncClient(limits=limits, timeout=client.timeout)
+            http_client = _http.AsyncClient(limits=limits, timeout=client.timeout, verify=_ssl_context())
         self.openai = openai.AsyncOpenAI(
             base_url=client.base_url, api_key=client._api_key() or PLACEHOLDER_KEY,
             max_retries=0,  # tenacity retries, so that every retry is seen and counted

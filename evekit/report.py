@@ -185,7 +185,12 @@ def write_index(run_dir: Path) -> Path:
     run_dir = Path(run_dir)
     rows = []
     for res_file in sorted(run_dir.glob("*/*/results.json")):
-        res = json.loads(res_file.read_text())
+        try:
+            res = json.loads(res_file.read_text())
+            res["task"], res["model"], res["n"]
+        except (ValueError, KeyError):  # half-written or foreign file: list it, do not fail the index
+            rows.append(f"<tr><td colspan='8'>unreadable: {html.escape(str(res_file.relative_to(run_dir)))}</td></tr>")
+            continue
         name, m = headline(res)
         report = res_file.parent / "report.html"
         link = (f'<a href="{html.escape(str(report.relative_to(run_dir)))}">report</a>'

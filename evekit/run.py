@@ -74,7 +74,7 @@ class TaskRun:
             "limit": c.limit, "judges": ", ".join(j.name for j in c.judge_specs()) or "none",
             "offline (replay from cache)": c.offline,
         }
-        return pd.DataFrame({"setting": list(rows), "value": [str(v) for v in rows.values()]})
+        return pd.DataFrame({"value": [str(v) for v in rows.values()]}, index=pd.Index(list(rows), name="setting"))
 
     # -- load ---------------------------------------------------------------------------------
     def load(self) -> pd.DataFrame:
@@ -217,16 +217,19 @@ class TaskRun:
         return table.round(4)
 
     # -- tables and plots ---------------------------------------------------------------------
-    def unparsed(self) -> pd.DataFrame:
-        s = self.samples
-        assert s is not None
-        cols = ["doc_id", "filtered_resps", "unparsed_reason"]
-        return s.loc[s["unparsed"], cols]
+    def show_failures(self, n: int = 10) -> None:
+        """Unparsed answers (the model's fault, scored wrong) and failed calls (excluded), with reasons."""
+        from IPython.display import display
 
-    def failures(self) -> pd.DataFrame:
         s = self.samples
         assert s is not None
-        return s.loc[s["failed"], ["doc_id", "error"]]
+        for label, mask, cols in (
+            ("unparsed answers (scored wrong)", s["unparsed"], ["doc_id", "filtered_resps", "unparsed_reason"]),
+            ("failed calls (excluded from the metrics)", s["failed"], ["doc_id", "error"]),
+        ):
+            print(f"{int(mask.sum())} {label}" + (":" if mask.any() else ""))
+            if mask.any():
+                display(s.loc[mask, cols].head(n))
 
     def worst(self, n: int = 5) -> pd.DataFrame:
         """The items the model did worst on, to read rather than to count."""

@@ -136,7 +136,7 @@ def build(task: str, spec: dict) -> nbformat.NotebookNode:
         code("run.metrics_table()"),
         new_markdown_cell("Answers the model gave in an unusable form (scored wrong), and infrastructure "
                           "failures (excluded):"),
-        code("display(run.unparsed().head(10))\ndisplay(run.failures().head(10))"),
+        code("run.show_failures()"),
     ]
     if spec["judged"]:
         cells += [
