@@ -55,9 +55,10 @@ from .cache import CacheWriter, ResponseCache, key_fields, key_of_fields
 from .parsing import strip_think
 from .types import GenerationRequest, GenerationResult, Usage
 
-try:  # the HTTP library the installed openai is built on (httpx2 in openai>=3, httpx before)
+# The HTTP library the installed openai is built on: httpx2 in openai>=3, httpx before.
+if hasattr(openai, "DefaultAsyncHttpx2Client"):
     import httpx2 as _http
-except ImportError:  # pragma: no cover - older openai
+else:  # pragma: no cover - older openai
     import httpx as _http  # type: ignore[no-redef]
 
 try:
@@ -138,8 +139,20 @@ def _is_retryable(exc: BaseException) -> bool:
         ra = _retry_after(exc)
         if ra is not None and ra > MAX_RETRY_AFTER:
             return False
+        if exc.status_code >= 500 and _rejects_request(exc):
+            return False
         return exc.status_code in (408, 409, 429) or exc.status_code >= 500
     return isinstance(exc, openai.APIConnectionError)  # includes APITimeoutError
+
+
+def _rejects_request(exc: openai.APIStatusError) -> bool:
+    """A 5xx that is really a validation error of the request (llama.cpp's server answers an
+    unsupported `response_format` with HTTP 500): the same request fails again, so no retry."""
+    try:
+        text = exc.response.text
+    except Exception:  # noqa: BLE001
+        return False
+    return "response_format" in text and ("literal_error" in text or "validation" in text.lower())
 
 
 def _server_message(exc: openai.APIStatusError) -> str:
@@ -404,6 +417,7 @@ class ModelClient:
                     and "max_completion_tokens" in _server_message(e):
                 # Newer hosted reasoning models reject max_tokens; switch once and resend.
                 self._max_tokens_field = "max_completion_tokens"
+                self.usage.retries += 1
                 response = await session.openai.post(path, cast_to=_http.Response, body=self._body(request))
             else:
                 raise

@@ -34,6 +34,8 @@ __all__ = [
     "items_from_rows",
     "load_items",
     "parse_list",
+    "COLUMN_ROLES",
+    "apply_column_mapping",
 ]
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -237,16 +239,19 @@ def _hub_hint(hub_id: str) -> str:
 
 
 def load_rows(dataset: str | os.PathLike[str], split: str = "train",
-              cache_dir: str | os.PathLike[str] | None = None) -> tuple[list[dict[str, Any]], list[str], str]:
+              cache_dir: str | os.PathLike[str] | None = None, *, offline: bool = False,
+              config: str | None = None) -> tuple[list[dict[str, Any]], list[str], str]:
     """Read a hub dataset or local file with `datasets`: (rows, column names, source label).
 
-    `cache_dir` is passed to `datasets.load_dataset` (default: its usual cache).
+    `cache_dir` is passed to `datasets.load_dataset` (default: its usual cache). `offline=True`
+    never touches the network (not even the reachability check): hub ids come from the local
+    datasets cache only. `config` is the hub dataset's configuration (subset) name.
     """
     import datasets
 
     kwargs = {} if cache_dir is None else {"cache_dir": str(cache_dir)}
     local = resolve_local(dataset)
-    with _quiet_datasets():
+    with _quiet_datasets(), _offline_mode() if offline else contextlib.nullcontext():
         if local is not None:
             fmt = LOCAL_FORMATS.get(local.suffix.lower())
             if fmt is None:
@@ -259,7 +264,9 @@ def load_rows(dataset: str | os.PathLike[str], split: str = "train",
                 raise DataError(f"{source}: cannot be read as {fmt}: {type(exc).__name__}: {exc}") from exc
         else:
             source = str(dataset)
-            offline = not _hub_reachable()
+            offline = offline or not _hub_reachable()
+            if config:
+                kwargs["name"] = config
             try:
                 with _offline_mode() if offline else contextlib.nullcontext():
                     ds = datasets.load_dataset(source, split=split, **kwargs)
@@ -287,12 +294,16 @@ def items_from_rows(
     rows: Sequence[Mapping[str, Any]],
     source: str,
     columns: Sequence[str] | None = None,
+    aliases: Mapping[str, str] | None = None,
+    source_columns: Sequence[str] | None = None,
 ) -> list[Item]:
     """Validate every row for `task` and build the items; raise one `DataError` for all problems.
 
     `columns` are the source's column names (defaults to the union of the rows' keys). A
     required column absent from the source is reported once with the columns that do exist;
     then every row is checked and the first few problems are listed with the total count.
+    `aliases` (schema column -> the user's column, from `apply_column_mapping`) makes row errors
+    name the column as it is called in the file, and lists `source_columns` (the file's own).
     """
     if columns is None:
         columns = list(dict.fromkeys(k for r in rows for k in r))
@@ -302,8 +313,10 @@ def items_from_rows(
         what = "column" if len(missing) == 1 else "columns"
         raise DataError(
             f"{source}: {what} {', '.join(repr(c) for c in missing)} missing in every row (from row 0, "
-            f"0-based) for task {task.name}; the file has columns: {', '.join(repr(str(c)) for c in columns)} "
-            f"(names are matched case-insensitively)"
+            f"0-based) for task {task.name}; the file has columns: "
+            f"{', '.join(repr(str(c)) for c in source_columns or columns)} "
+            f"(names are matched case-insensitively; other names can be mapped with "
+            f"input_column, target_column, choices_column, context_columns)"
         )
     if not rows:
         raise DataError(f"{source}: no rows")
@@ -313,37 +326,170 @@ def items_from_rows(
         try:
             question, target, fields = task.prepare(Row(raw))
         except RowError as exc:
-            errors.append(f"row {index} (0-based), column {exc.column!r}: {exc.message}")
+            column = _shown_column(exc.column, aliases)
+            errors.append(f"row {index} (0-based), column {column}: {exc.message}")
             continue
         items.append(Item(doc_id=index, question=question, target=target, fields=fields,
                           source=source, row=index))
     if errors:
         shown = "\n  ".join(errors[:MAX_ERRORS_SHOWN])
         more = f"\n  ... and {len(errors) - MAX_ERRORS_SHOWN} more" if len(errors) > MAX_ERRORS_SHOWN else ""
+        listing = ""
+        if aliases:
+            listing = f"\n(the file has columns: {', '.join(repr(str(c)) for c in source_columns or columns)})"
         raise DataError(
-            f"{source}: {len(errors)} of {len(rows)} rows cannot be used for task {task.name}:\n  {shown}{more}"
+            f"{source}: {len(errors)} of {len(rows)} rows cannot be used for task {task.name}:\n  {shown}{more}{listing}"
         )
     return items
 
 
+def _shown_column(column: str, aliases: Mapping[str, str] | None) -> str:
+    for schema, user in (aliases or {}).items():
+        if schema.lower() == column.lower():
+            return f"{user!r} (used as {schema!r})"
+    return repr(column)
+
+
 def load_items(task: "Task | str", dataset: str | os.PathLike[str] | None = None, split: str = "train",
-               limit: int | None = None, *, cache_dir: str | os.PathLike[str] | None = None) -> list[Item]:
+               limit: int | None = None, *, cache_dir: str | os.PathLike[str] | None = None,
+               input_column: str | None = None, target_column: str | None = None,
+               choices_column: str | Sequence[str] | None = None,
+               context_columns: str | Sequence[str] | None = None,
+               offline: bool = False, config: str | None = None) -> list[Item]:
     """Load and validate a task's items from a hub id (default: the task's) or a local file.
 
-    All rows are validated even with `limit`, so a broken file is noticed on a small run;
-    `limit` then keeps the first rows.
+    The `*_column(s)` arguments map the file's own column names onto the task's schema (see
+    `apply_column_mapping`); a custom task brings its own mapping, which they override. All
+    rows are validated even with `limit`, so a broken file is noticed on a small run; `limit`
+    then keeps the first rows. `offline=True` never touches the network.
     """
     if isinstance(task, str):
         from evekit.tasks import get_task
 
         task = get_task(task)
-    rows, columns, source = load_rows(dataset or task.hub_id, split, cache_dir=cache_dir)
-    items = items_from_rows(task, rows, source, columns)
+    rows, columns, source = load_rows(dataset or task.hub_id, split, cache_dir=cache_dir, offline=offline,
+                                      config=config)
+    mapping = {**dict(getattr(task, "column_mapping", None) or {}),
+               **{k: v for k, v in (("input_column", input_column), ("target_column", target_column),
+                                    ("choices_column", choices_column), ("context_columns", context_columns))
+                  if v is not None}}
+    aliases: dict[str, str] | None = None
+    source_columns = list(columns)
+    if mapping:
+        rows, columns, aliases = apply_column_mapping(task, rows, columns, source, **mapping)
+    items = items_from_rows(task, rows, source, columns, aliases=aliases, source_columns=source_columns)
     if limit is not None:
         if limit < 0:
             raise ValueError(f"limit must be >= 0, got {limit}")
         items = items[:limit]
     return items
+
+
+# ---------------------------------------------------------------------------------------------
+# Column mapping: a file with its own column names, used for a task without renaming anything
+
+# Which schema column each mapping parameter fills, per built-in task. "Doc {n}" spreads several
+# context columns over Doc 1, Doc 2, ...; a plain name receives them as one list. Custom tasks
+# carry their own `column_roles`.
+COLUMN_ROLES: dict[str, dict[str, str]] = {
+    "mcqa_single_answer": {"input": "Question", "target": "Answer", "choices": "Choices"},
+    "mcqa_multiple_answer": {"input": "Question", "target": "Answers", "choices": "Choices"},
+    "open_ended": {"input": "Question", "target": "Answer"},
+    "open_ended_w_context": {"input": "Question", "target": "Answer", "context": "Doc {n}"},
+    "refusal": {"input": "Question", "context": "Context"},
+    "hallucination_detection": {"input": "Question", "target": "is_hallucinated"},
+}
+
+
+def _column_list(value: str | Sequence[str], parameter: str) -> list[str]:
+    names = [value] if isinstance(value, str) else list(value)
+    if not names or not all(isinstance(n, str) and n.strip() for n in names):
+        raise DataError(f"{parameter} must be a column name or a list of column names, got {value!r}")
+    return names
+
+
+def apply_column_mapping(
+    task: "Task",
+    rows: Sequence[Mapping[str, Any]],
+    columns: Sequence[str],
+    source: str,
+    *,
+    input_column: str | None = None,
+    target_column: str | None = None,
+    choices_column: str | Sequence[str] | None = None,
+    context_columns: str | Sequence[str] | None = None,
+) -> tuple[list[dict[str, Any]], list[str], dict[str, str]]:
+    """Rows in the task's schema from rows with the user's column names, before validation.
+
+    `input_column` / `target_column` rename one column each (to e.g. Question / Answer);
+    `choices_column` is one column holding a list of choices, or several columns holding one
+    choice each (A, B, ... in that order; trailing empty cells mean fewer choices, a gap is an
+    error); `context_columns` are the context documents. Names match case-insensitively; a name
+    that is not a column is an error listing the columns that exist. Returns (rows, columns,
+    aliases) with aliases = schema column -> the user's column(s), for error messages.
+    """
+    roles = getattr(task, "column_roles", None) or COLUMN_ROLES.get(task.name, {})
+    wanted = {"input": input_column, "target": target_column, "choices": choices_column,
+              "context": context_columns}
+    by_lower = {str(c).strip().lower(): str(c) for c in columns}
+    plan: dict[str, tuple[str, list[str], bool]] = {}  # role -> (schema name, source columns, many)
+    for role, value in wanted.items():
+        if value is None:
+            continue
+        parameter = f"{role}_columns" if role == "context" else f"{role}_column"
+        if role not in roles:
+            usable = ", ".join(f"{r}_column" if r != "context" else "context_columns" for r in roles) or "none"
+            raise DataError(f"{source}: task {task.name} has no {role} column, so {parameter}={value!r} "
+                            f"cannot be used (mapping parameters for this task: {usable})")
+        names = _column_list(value, parameter)
+        many = not isinstance(value, str) or role == "context"
+        if role in ("input", "target") and len(names) != 1:
+            raise DataError(f"{parameter} must name one column, got {value!r}")
+        absent = [n for n in names if n.strip().lower() not in by_lower]
+        if absent:
+            raise DataError(
+                f"{source}: {parameter}={value!r}: {'column' if len(absent) == 1 else 'columns'} "
+                f"{', '.join(repr(n) for n in absent)} not found; the file has columns: "
+                f"{', '.join(repr(str(c)) for c in columns)} (names are matched case-insensitively)")
+        plan[role] = (roles[role], [by_lower[n.strip().lower()] for n in names], many)
+
+    aliases = {schema: ", ".join(names) for schema, names, _ in plan.values()}
+    errors: list[str] = []
+    out_rows: list[dict[str, Any]] = []
+    for index, raw in enumerate(rows):
+        row = dict(raw)
+        new: dict[str, Any] = {}
+        for role, (schema, names, many) in plan.items():
+            values = [raw.get(n) for n in names]
+            if role == "choices" and many:
+                filled = [not _is_missing(v) and str(v).strip() != "" for v in values]
+                last = max((i for i, f in enumerate(filled) if f), default=-1)
+                gap = next((i for i in range(last) if not filled[i]), None)
+                if gap is not None:
+                    errors.append(f"row {index} (0-based), column {names[gap]!r}: empty choice before a "
+                                  f"filled one ({names[last]!r}); choices must be consecutive")
+                new[schema] = [str(v).strip() for v in values[:last + 1]]
+            elif role == "context" and "{n}" in schema:
+                for n, v in enumerate(values, start=1):
+                    new[schema.format(n=n)] = v
+            elif role == "context":
+                new[schema] = [v for v in values if not _is_missing(v) and str(v).strip()]
+            else:
+                new[schema] = values[0]
+        # The schema name wins over a same-named column the file may also have.
+        drop = {k.lower() for k in new}
+        if any("{n}" in schema for schema, _, _ in plan.values()):
+            drop |= {k.lower() for k in row if str(k).lower().startswith("doc ")}
+        row = {k: v for k, v in row.items() if str(k).strip().lower() not in drop}
+        row.update(new)
+        out_rows.append(row)
+    if errors:
+        shown = "\n  ".join(errors[:MAX_ERRORS_SHOWN])
+        more = f"\n  ... and {len(errors) - MAX_ERRORS_SHOWN} more" if len(errors) > MAX_ERRORS_SHOWN else ""
+        raise DataError(f"{source}: {len(errors)} of {len(rows)} rows cannot be used for task {task.name}:"
+                        f"\n  {shown}{more}")
+    new_columns = list(dict.fromkeys(k for r in out_rows for k in r)) if out_rows else list(columns)
+    return out_rows, new_columns, aliases
 
 
 # Helpers used by tasks' prepare functions -------------------------------------------------

@@ -17,6 +17,8 @@ Per-prompt behaviour is selected with a marker anywhere in the prompt, e.g. "[[t
   [[fail]]           500 on every attempt
   [[hang]]           sleep `hang` seconds on every attempt (past the client's timeout)
   [[no_max_tokens]]  400 when the body uses `max_tokens` (like OpenAI's reasoning models)
+  [[bad_format]]     500 with a validation error about `response_format` (as llama.cpp's
+                     server answers a json_schema it does not support)
 
 Usage from Python::
 
@@ -105,6 +107,9 @@ def build_app(cfg: StubConfig):  # -> aiohttp.web.Application
         if "no_max_tokens" in marks and "max_tokens" in body:
             return error(400, "Unsupported parameter: 'max_tokens' is not supported with this model. "
                               "Use 'max_completion_tokens' instead.")
+        if "bad_format" in marks:
+            return error(500, json.dumps([{"type": "literal_error", "loc": ["body", "response_format", "type"],
+                                           "msg": "Input should be 'text' or 'json_object'"}]))
         fault = "500" if "fail" in marks else "hang" if "hang" in marks else _fault_for(cfg, prompt, attempt)
         if fault:
             faults[fault] += 1

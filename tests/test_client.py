@@ -111,6 +111,7 @@ def test_max_completion_tokens_fallback(fresh):
     assert res.text == "echo: reasoner [[no_max_tokens]]"
     assert c._max_tokens_field == "max_completion_tokens"
     assert fresh.stats()["requests"]["reasoner [[no_max_tokens]]"] == 2
+    assert c.usage.requests + c.usage.retries == 2
 
 
 def test_progress_bar_shows_cached_and_failed(fresh, tmp_path, capsys):

@@ -9,8 +9,6 @@ import textwrap
 import time
 from pathlib import Path
 
-import pytest
-
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from stub_server import StubServer  # noqa: E402
@@ -89,6 +87,16 @@ def test_client_error_is_not_retried(tmp_path):
         assert stub.stats()["requests"]["huge [[bad_request]]"] == 1
     assert too_long.failed and "HTTP 400" in too_long.error and "maximum context length" in too_long.error
     assert "retr" not in too_long.error and fine.text == "echo: fine"
+
+
+def test_a_500_that_rejects_the_response_format_is_not_retried():
+    with StubServer() as stub:
+        c = ModelClient(MODEL, stub.base_url, progress=False, max_retries=4, backoff=0.01)
+        [r] = c.generate([GenerationRequest(prompt="[[bad_format]]",
+                                            response_format={"type": "json_schema", "json_schema": {}})])
+        assert stub.stats()["requests"] == {"[[bad_format]]": 1}
+    assert r.failed and r.error.startswith(f"HTTP 500 from {stub.base_url} (model {MODEL}): ")
+    assert "literal_error" in r.error and c.usage.retries == 0
 
 
 CHILD = textwrap.dedent("""

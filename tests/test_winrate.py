@@ -516,5 +516,5 @@ def test_notebook_has_tagged_parameters_and_only_calls_evekit():
                  "concurrency", "timeout", "max_retries", "cache_dir", "offline", "temperature", "max_tokens"):
         assert name in namespace, name
     cfg = wr.WinRateConfig.from_notebook(namespace)
-    assert [j.name for j in cfg.judges] == ["judge-1", "judge-2"] and cfg.offline
+    assert len(cfg.judges) == 2 and cfg.offline
     assert all("def " not in c.source and "class " not in c.source for c in code)

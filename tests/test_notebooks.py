@@ -1,0 +1,69 @@
+"""Task notebooks under papermill: secrets stay out of every output, parameters are checked in the
+first cell, and the reports show the numbers of results.json. They replay the committed recording
+of the embedded model (tests/fixtures/recorded_cache), so they need no server."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import papermill as pm
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SENTINEL = "sk-evekit-sentinel-7f3a9c0e5b1d"
+
+
+def _execute(notebook: str, out: Path, cwd: Path, **params) -> Path:
+    executed = out / f"{notebook}.ipynb"
+    pm.execute_notebook(str(ROOT / "notebooks" / f"{notebook}.ipynb"), str(executed), parameters=params,
+                        cwd=str(cwd), kernel_name="python3", progress_bar=False)
+    return executed
+
+
+def test_secret_key_never_reaches_any_output(tmp_path, monkeypatch):
+    monkeypatch.setenv("EVEKIT_TEST_KEY", SENTINEL)
+    judges = [{"name": "smollm2-strict", "model": "smollm2-135m-instruct", "base_url": "http://127.0.0.1:8080/v1",
+               "api_key_env": "EVEKIT_TEST_KEY"},
+              {"name": "smollm2-sampled", "model": "smollm2-135m-instruct", "base_url": "http://127.0.0.1:8080/v1",
+               "api_key_env": "EVEKIT_TEST_KEY", "temperature": 0.7}]
+    out = tmp_path / "outputs"
+    executed = _execute("open_ended", tmp_path, ROOT, api_key_env="EVEKIT_TEST_KEY", judges=judges,
+                        output_dir=str(out))
+    from evekit.batch import render_html
+
+    render_html(executed, out / "report.html")
+    files = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert any(p.name == "results.json" for p in files) and len(files) >= 6
+    for path in files:
+        assert SENTINEL not in path.read_text(errors="replace"), f"secret leaked into {path}"
+    results = json.loads(next(p for p in files if p.name == "results.json").read_text())
+    assert results["params"]["api_key_env"] == "EVEKIT_TEST_KEY"
+
+
+@pytest.mark.parametrize("cwd", ["root", "elsewhere"])
+def test_notebook_runs_from_any_working_directory_and_report_matches_results(tmp_path, cwd):
+    workdir = ROOT if cwd == "root" else tmp_path
+    out = tmp_path / "outputs"
+    executed = _execute("mcqa_single_answer", tmp_path, workdir, output_dir=str(out))
+    results = json.loads(next(out.rglob("results.json")).read_text())
+    from evekit.batch import render_html
+
+    render_html(executed, tmp_path / "report.html")
+    html = (tmp_path / "report.html").read_text()
+    acc = results["metrics"]["acc"]
+    assert f"{acc['value']:.4f}".rstrip("0") in html
+    assert results["n"] == 20 and acc["n"] == 20 - results["n_failed"]
+
+
+@pytest.mark.parametrize("params, message", [
+    ({"limit": "ten"}, "parameter limit='ten' has type str; expected int or None"),
+    ({"api": "rest"}, "api='rest' is not valid; use one of: chat, completions"),
+    ({"task": "mcqa"}, "unknown task 'mcqa'; valid tasks: mcqa_single_answer"),
+])
+def test_bad_parameter_fails_in_the_first_cell_with_the_valid_values(tmp_path, params, message):
+    with pytest.raises(pm.PapermillExecutionError) as info:
+        _execute("mcqa_single_answer", tmp_path, ROOT, output_dir=str(tmp_path / "outputs"), **params)
+    assert message in str(info.value)
+    assert "TaskRun.from_notebook" in info.value.source  # the first cell after the parameters
+    assert not (tmp_path / "outputs").exists()
