@@ -1,4 +1,4 @@
-"""`evekit` command line: `serve` the embedded model, `run` notebooks in batch."""
+"""`evekit` command line: `serve` the embedded model, `run` notebooks in batch, `prepare` data offline."""
 from __future__ import annotations
 
 import argparse
@@ -46,6 +46,12 @@ def _run(args: argparse.Namespace) -> int:
                      html=not args.no_html, notebooks_dir=args.notebooks_dir)
 
 
+def _prepare(args: argparse.Namespace) -> int:
+    from evekit.prepare import main as prepare_main
+
+    return prepare_main(args.dest, args.dataset or [], include_eve=not args.no_eve)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="evekit", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -67,6 +73,14 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--notebooks-dir", default=None, help="where the notebooks are (default: the repo's)")
     run.add_argument("--no-html", action="store_true", help="skip the HTML reports")
     run.set_defaults(func=_run)
+
+    prep = sub.add_parser("prepare", help="download datasets while online for later offline=True runs")
+    prep.add_argument("--dest", default=None,
+                      help="folder for the Parquet copies (default: $EVEKIT_PREPARED_DIR or data/prepared)")
+    prep.add_argument("--dataset", action="append", metavar="HUB_ID",
+                      help="another dataset (hub id or local file) to prepare; repeatable")
+    prep.add_argument("--no-eve", action="store_true", help="skip the six EVE datasets")
+    prep.set_defaults(func=_prepare)
 
     args = parser.parse_args(argv)
     return args.func(args)

@@ -60,6 +60,13 @@ class RunConfig:
     offline: bool = False
     run_name: str = "demo"
     output_dir: str = "outputs"
+    # Bring your own data: the file's column names for the task's schema (None: the schema's own).
+    input_column: str | None = None
+    target_column: str | None = None
+    choices_column: str | list[str] | None = None
+    context_columns: list[str] | None = None
+    # A custom task (notebooks/custom_task.ipynb): its YAML file; `task` is then its name.
+    task_file: str | None = None
 
     @classmethod
     def from_namespace(cls, namespace: dict[str, Any]) -> "RunConfig":
@@ -73,7 +80,7 @@ class RunConfig:
         return config
 
     def validate(self) -> None:
-        if self.task not in TASK_NAMES:
+        if self.task not in TASK_NAMES and self.task_file is None:
             raise ParameterError(f"unknown task {self.task!r}; valid tasks: {', '.join(TASK_NAMES)}")
         for name, valid in CHOICES.items():
             if getattr(self, name) not in valid:
@@ -84,7 +91,10 @@ class RunConfig:
             "concurrency": (int,), "timeout": (int, float), "max_retries": (int,), "offline": (bool,),
         }
         optional = {"api_key_env": (str,), "max_tokens": (int,), "num_fewshot": (int,), "limit": (int,),
-                    "dataset": (str,)}
+                    "dataset": (str,), "input_column": (str,), "target_column": (str,), "task_file": (str,),
+                    "choices_column": (str, list), "context_columns": (list,)}
+        if self.task_file is not None:
+            optional["split"] = (str,)  # None: the task file's split
         for name, types in {**checks, **optional}.items():
             value = getattr(self, name)
             if value is None and name in optional:
@@ -103,6 +113,10 @@ class RunConfig:
                 raise ParameterError(f"parameter {name}={value!r} must be 0 or more")
         if self.api_key_env is not None and (self.api_key_env.startswith("sk-") or len(self.api_key_env) > 64):
             raise ParameterError("api_key_env must be the NAME of an environment variable, not a key")
+        for name in ("choices_column", "context_columns"):
+            value = getattr(self, name)
+            if isinstance(value, list) and not (value and all(isinstance(v, str) and v for v in value)):
+                raise ParameterError(f"parameter {name}={value!r} must be a non-empty list of column names")
         if not isinstance(self.judges, list):
             raise ParameterError(f"judges must be a list of {{name, model, base_url, api_key_env}}, got {self.judges!r}")
         try:

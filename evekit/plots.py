@@ -124,6 +124,7 @@ def letter_bias(samples: pd.DataFrame, *, title: str = "") -> Figure:
     table.plot.bar(ax=ax, color=["#9aa5b1", "#2f6f9f"], rot=0, width=0.75)
     ax.set_xlabel("answer letter")
     ax.set_ylabel("count")
+    ax.yaxis.get_major_locator().set_params(integer=True)
     unparsed = int(samples["unparsed"].sum())
     ax.set_title(f"{title}\npredicted vs gold letters (unparsed answers: {unparsed})" if title
                  else "predicted vs gold letters", fontsize=10)
@@ -206,5 +207,20 @@ def leaderboard_chart(board: pd.DataFrame) -> Figure:
     ax.set_xlim(0, 1)
     ax.set_xlabel("headline metric (95% CI)")
     ax.legend(frameon=False, loc="lower right", fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def label_confusion(samples: pd.DataFrame, labels: Sequence[str], *, title: str = "") -> Figure:
+    """Gold label vs the model's label for a custom classification task; unparsed get a column."""
+    answered = samples[~samples["failed"]]
+    pred = answered["parsed"].where(answered["parsed"].isin(labels), "unparsed")
+    table = pd.crosstab(answered["target"], pred).reindex(index=list(labels), columns=[*labels, "unparsed"],
+                                                          fill_value=0)
+    fig, ax = plt.subplots(figsize=(max(4.5, 0.8 * len(labels) + 2.5), max(3.2, 0.5 * len(labels) + 1.5)))
+    sns.heatmap(table, annot=True, fmt="d", cmap="Blues", cbar=False, ax=ax)
+    ax.set_xlabel("model's label")
+    ax.set_ylabel("gold label")
+    ax.set_title(f"{title}\n{len(answered)} items" if title else "confusion matrix", fontsize=10)
     fig.tight_layout()
     return fig

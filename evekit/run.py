@@ -32,9 +32,14 @@ TINY_MODEL_NOTE = (
 
 
 class TaskRun:
-    def __init__(self, config: RunConfig) -> None:
+    def __init__(self, config: RunConfig, task: tasks.Task | None = None) -> None:
+        """`task`: a custom task (evekit.custom); default: the EVE task or the `task_file` of `config`."""
         self.config = config
-        self.task = tasks.get_task(config.task)
+        if task is None and config.task_file:
+            from evekit.custom import load_task
+
+            task = load_task(config.task_file, offline=config.offline)
+        self.task = task or tasks.get_task(config.task)
         self.items: list[Any] = []
         self.requests: list[Any] = []
         self.samples: pd.DataFrame | None = None
@@ -48,7 +53,13 @@ class TaskRun:
 
     @classmethod
     def from_notebook(cls, namespace: dict[str, Any]) -> "TaskRun":
-        return cls(RunConfig.from_namespace(namespace))
+        task = None
+        if namespace.get("task_file"):  # a custom task: its name comes from its file
+            from evekit.custom import load_task
+
+            task = load_task(namespace["task_file"], offline=bool(namespace.get("offline")))
+            namespace = {**namespace, "task": task.name}
+        return cls(RunConfig.from_namespace(namespace), task)
 
     # -- parameters ---------------------------------------------------------------------------
     @property
@@ -65,6 +76,10 @@ class TaskRun:
     def dataset(self) -> str:
         return self.config.dataset or self.task.hub_id
 
+    @property
+    def split(self) -> str:
+        return self.config.split or getattr(self.task, "split", None) or "train"
+
     def settings(self) -> pd.DataFrame:
         c = self.config
         rows = {
@@ -74,15 +89,31 @@ class TaskRun:
             "limit": c.limit, "judges": ", ".join(j.name for j in c.judge_specs()) or "none",
             "offline (replay from cache)": c.offline,
         }
+        if c.task_file:
+            rows = {"task file": c.task_file, "kind": getattr(self.task, "kind", ""), **rows, "split": self.split}
+            if getattr(self.task, "labels", ()):
+                rows["labels"] = ", ".join(self.task.labels)
+        mapping = {**dict(getattr(self.task, "column_mapping", {}) or {}), **self._mapping()}
+        rows.update({k: v for k, v in mapping.items() if v is not None})
         return pd.DataFrame({"value": [str(v) for v in rows.values()]}, index=pd.Index(list(rows), name="setting"))
 
     # -- load ---------------------------------------------------------------------------------
+    def _mapping(self) -> dict[str, Any]:
+        c = self.config
+        return {k: getattr(c, k) for k in ("input_column", "target_column", "choices_column", "context_columns")
+                if getattr(c, k) is not None}
+
     def load(self) -> pd.DataFrame:
+        from evekit.prepare import resolve_prepared
+
         dataset = self.dataset
         if Path(dataset).suffix:
             dataset = str(resolve_path(dataset))
+        elif self.config.offline:  # a hub id: use the copy `evekit prepare` made, if any
+            dataset = str(resolve_prepared(dataset, self.split) or dataset)
         # Few-shot examples come from the whole split (as in EVE), not only from the first `limit` items.
-        pool = tasks.load_items(self.task, dataset, split=self.config.split)
+        pool = tasks.load_items(self.task, dataset, split=self.split, offline=self.config.offline,
+                                config=getattr(self.task, "config", None), **self._mapping())
         self.items = pool[: self.config.limit] if self.config.limit else pool
         self.requests = tasks.build_requests(
             self.task, self.items, api=self.config.api, num_fewshot=self.num_fewshot,
@@ -254,8 +285,14 @@ class TaskRun:
         assert s is not None
         figs: dict[str, Any] = {}
         title = f"{self.config.task} · {self.config.model_name}"
-        if self.task.name.startswith("mcqa"):
+        kind = getattr(self.task, "kind", None)
+        if self.task.name.startswith("mcqa") or kind == "multiple_choice":
             figs["letter_bias.png"] = plots.letter_bias(s, title=title)
+        if kind == "classification":
+            figs["label_confusion.png"] = plots.label_confusion(s, self.task.labels, title=title)
+        if kind in ("text_to_text", "extractive_qa"):
+            figs[f"{self.task.metrics[0]}_distribution.png"] = plots.score_distribution(
+                s, self.task.metrics[0], title=title)
         if self.task.name == "mcqa_multiple_answer":
             figs["iou_distribution.png"] = plots.score_distribution(s, "IoU", title=title)
         if self.task.name == "hallucination_detection":
@@ -268,7 +305,7 @@ class TaskRun:
                 answered = s[~s["failed"]]
                 figs["judge_agreement.png"] = plots.heatmap(
                     judging.cohen_kappa_matrix(answered, self.judge_names),
-                    title=f"Cohen's kappa between judges · {title}", vmin=-1, vmax=1).figure
+                    title=f"Cohen's kappa between judges · {title}", vmin=-1, vmax=1, cmap="RdBu").figure
         elif self.task.judge_kind is not None and "rougeL" in s.columns:
             figs["rougeL_distribution.png"] = plots.score_distribution(s, "rougeL", title=title)
         self.figures = figs

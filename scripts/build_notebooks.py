@@ -77,6 +77,10 @@ seed = 1234
 limit = 20                              # None: every item
 dataset = "data/{task}.jsonl"  # or a hub id such as "{HUB[task]}"
 split = "train"
+input_column = None                     # your file's column names for the task's schema (None: the schema's)
+target_column = None
+choices_column = None                   # one list column, or a list of columns holding one choice each
+context_columns = None                  # list of columns holding context documents
 judges = {judges_src}
 concurrency = 4
 timeout = 120.0
@@ -104,14 +108,15 @@ def code(src: str, *tags: str):
     return cell
 
 
-def build(task: str, spec: dict) -> nbformat.NotebookNode:
+def build(task: str, spec: dict, *, intro: str | None = None, params: str | None = None) -> nbformat.NotebookNode:
     cells = [
-        new_markdown_cell(f"# {spec['title']} (`{task}`)\n\n{spec['about']}\n\n"
+        new_markdown_cell(intro or (
+                          f"# {spec['title']} (`{task}`)\n\n{spec['about']}\n\n"
                           "Run it top to bottom in JupyterLab, or in batch: "
                           f"`papermill notebooks/{task}.ipynb out.ipynb -f params/demo/{task}.yaml`. "
                           "Every metric comes with a 95% bootstrap confidence interval; infrastructure "
-                          "failures are excluded and counted, never scored as 0."),
-        code(parameters_source(task, spec), "parameters"),
+                          "failures are excluded and counted, never scored as 0.")),
+        code(params or parameters_source(task, spec), "parameters"),
         code("from evekit.run import TaskRun\n\nrun = TaskRun.from_notebook(globals())\nrun.settings()"),
         new_markdown_cell("## Load\nRows in the task's schema (a hub id or a local file, same code path)."),
         code("items = run.load()\nprint(f\"{len(items)} items from {run.dataset}\")\nitems.head()"),
@@ -157,6 +162,47 @@ def build(task: str, spec: dict) -> nbformat.NotebookNode:
     return nb
 
 
+CUSTOM_PARAMETERS = '''# Parameters (papermill overrides these; see params/examples/custom_task.*.yaml). Defaults replay a
+# recorded run of the embedded model on the first example task, so this notebook runs anywhere, offline.
+task_file = "params/examples/tasks/sentinel_missions.yaml"   # evekit task YAML or an Inspect AI eval.yaml
+model_name = "smollm2-135m-instruct"
+base_url = "http://127.0.0.1:8080/v1"   # any OpenAI-compatible endpoint
+api_key_env = None                      # NAME of the environment variable holding the key
+api = "chat"                            # "chat" or "completions"
+temperature = 0.0
+max_tokens = None                       # None: the task file's
+num_fewshot = None                      # None: the task file's
+fewshot_sampler = "first_n"             # "first_n" (EVE) or "random"
+seed = 1234
+limit = None                            # None: every item
+dataset = None                          # None: the task file's (a local file or a hub id)
+split = None                            # None: the task file's
+input_column = None                     # None: the task file's column mapping
+target_column = None
+choices_column = None
+context_columns = None
+judges = []                             # for open_qa tasks: list of {name, model, base_url, api_key_env}
+concurrency = 4
+timeout = 120.0
+max_retries = 4
+cache_dir = "tests/fixtures/custom_cache"
+offline = True                          # replay from the cache only; a miss is an error
+run_name = "recorded"
+output_dir = "outputs"'''
+
+
+def build_custom() -> nbformat.NotebookNode:
+    """The generic notebook for custom tasks: the same story as the EVE task notebooks."""
+    intro = ("# Your own task (`custom_task`)\n\nEvaluates a task you define in a YAML file: multiple "
+             "choice, classification with a label list, open questions judged by LLM judges, text-to-text "
+             "(ROUGE-L, BLEU) or extractive QA (token F1, exact match), on your own CSV, JSONL or Parquet "
+             "file or a hub dataset. `task_file` is evekit's task YAML or a dataset's Inspect AI "
+             "`eval.yaml`; see params/examples/tasks/. Batch: `papermill notebooks/custom_task.ipynb out.ipynb "
+             "-f params/examples/custom_task.sentinel_missions.yaml`. Every metric comes with a 95% bootstrap "
+             "confidence interval; infrastructure failures are excluded and counted, never scored as 0.")
+    return build("custom_task", {"judged": True}, intro=intro, params=CUSTOM_PARAMETERS)
+
+
 def build_summary() -> nbformat.NotebookNode:
     cells = [
         new_markdown_cell("# Summary: leaderboard across tasks and models\n\nReads every `results.json` "
@@ -195,6 +241,9 @@ def main() -> int:
     if not only or "summary" in only:
         nbformat.write(build_summary(), ROOT / "notebooks" / "summary.ipynb")
         print("wrote notebooks/summary.ipynb")
+    if not only or "custom_task" in only:
+        nbformat.write(build_custom(), ROOT / "notebooks" / "custom_task.ipynb")
+        print("wrote notebooks/custom_task.ipynb")
     for task, spec in TASKS.items():
         if only and task not in only:
             continue
