@@ -19,7 +19,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from evekit.data import LOCAL_FORMATS, REPO_ROOT, resolve_local
+from evekit.data import LOCAL_FORMATS, REPO_ROOT, _quiet_datasets, resolve_local
 
 __all__ = ["prepared_dir", "prepare", "read_manifest", "resolve_prepared", "prepared_eval_yaml", "EVE_DATASETS"]
 
@@ -106,7 +106,8 @@ def prepare(datasets: Iterable[str] = (), *, dest: str | os.PathLike[str] | None
             splits = {}
             for split, ds in dd.items():
                 file = folder / f"{split}.parquet"
-                ds.to_parquet(str(file))
+                with _quiet_datasets():
+                    ds.to_parquet(str(file))
                 splits[split] = {"file": str(file.relative_to(root)), "rows": ds.num_rows,
                                  "columns": list(ds.column_names)}
             entry: dict[str, Any] = {"splits": splits}

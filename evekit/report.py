@@ -22,12 +22,12 @@ EEE_SCHEMA_VERSION = "0.2.1"
 SECRET_HINTS = ("api_key", "token", "secret", "password")
 
 
-def _clean(value: Any) -> Any:
+def json_safe(value: Any) -> Any:
     """JSON-safe copy: NaN/inf become None, numpy scalars become Python numbers."""
     if isinstance(value, dict):
-        return {str(k): _clean(v) for k, v in value.items()}
+        return {str(k): json_safe(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_clean(v) for v in value]
+        return [json_safe(v) for v in value]
     if hasattr(value, "item") and not isinstance(value, (str, bytes)):
         value = value.item()
     if isinstance(value, float) and not math.isfinite(value):
@@ -44,7 +44,7 @@ def public_params(params: dict[str, Any]) -> dict[str, Any]:
         if key == "judges" and isinstance(value, list):
             value = [{k: v for k, v in dict(j).items() if k != "api_key"} for j in value]
         out[key] = value
-    return _clean(out)
+    return json_safe(out)
 
 
 def display_path(path: Path) -> str:
@@ -77,7 +77,7 @@ def build_results(*, task: str, model: str, samples: pd.DataFrame, metrics: dict
         results["notes"] = list(notes)
     if extra:
         results.update(extra)
-    return _clean(results)
+    return json_safe(results)
 
 
 def to_eee(results: dict[str, Any], *, dataset: str) -> dict[str, Any]:
@@ -116,7 +116,7 @@ def to_eee(results: dict[str, Any], *, dataset: str) -> dict[str, Any]:
                 },
             },
         })
-    return _clean({
+    return json_safe({
         "schema_version": EEE_SCHEMA_VERSION,
         "evaluation_id": f"{results['task']}/{results['model']}/{now}",
         "evaluation_timestamp": results.get("timestamp") or datetime.now(timezone.utc).isoformat(),

@@ -39,6 +39,7 @@ from scipy.stats import binomtest
 
 from evekit.judge import extract_json, neutralise
 from evekit.params import ParameterError, resolve_path
+from evekit.report import json_safe
 from evekit.stats import wilson_ci
 from evekit.types import JudgeSpec
 
@@ -940,18 +941,6 @@ def plot_agreement(comp: Comparison):
     return ax.figure
 
 
-def _json_safe(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {str(k): _json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_json_safe(v) for v in value]
-    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
-        value = value.item()
-    if isinstance(value, float) and not np.isfinite(value):
-        return None
-    return value
-
-
 def save_outputs(comparisons: Sequence[Comparison], cfg: WinRateConfig,
                  usage: dict[str, Any] | None = None) -> list[Path]:
     """Write each comparison's folder and print "Saved outputs to <dir>" (the batch runner reads it).
@@ -985,7 +974,7 @@ def save_outputs(comparisons: Sequence[Comparison], cfg: WinRateConfig,
             "metrics": eve_metrics(comp), "verdict": verdict_text(comp, cfg.alpha),
             "usage": usage or {}, "params": cfg.as_dict(),
         }
-        (d / "metrics.json").write_text(json.dumps(_json_safe(record), indent=2, ensure_ascii=False) + "\n")
+        (d / "metrics.json").write_text(json.dumps(json_safe(record), indent=2, ensure_ascii=False) + "\n")
         print(f"Saved outputs to {display_path(d)}")
         dirs.append(d)
     return dirs

@@ -10,7 +10,8 @@
 3. re-executes every notebook with its defaults (offline replay from that recording) and writes it
    back into notebooks/ with its outputs. `pytest --nbval notebooks/` then re-runs them and compares.
 
-Run it on purpose, when a change is meant to alter the numbers.
+Run it on purpose, when a change is meant to alter the numbers. `--replay-only` skips the recording
+and only re-executes the notebooks from the committed recording (after a change to a notebook's cells).
 """
 from __future__ import annotations
 
@@ -47,7 +48,20 @@ def execute(name: str, out: Path, **parameters) -> None:
                         cwd=str(ROOT / "notebooks"), kernel_name="python3", progress_bar=False)
 
 
+def replay_all() -> None:
+    """Re-execute every notebook with its defaults (offline replay) and keep the outputs in place."""
+    shutil.rmtree(RECORDED, ignore_errors=True)
+    for name in [*TASKS, "win_rate", "summary", *(["custom_task"] if (ROOT / "notebooks" / "custom_task.ipynb").exists() else [])]:
+        path = ROOT / "notebooks" / f"{name}.ipynb"
+        execute(name, path)
+    for leftover in CACHE.glob("cache.sqlite*"):
+        leftover.unlink()
+
+
 def main() -> int:
+    if "--replay-only" in sys.argv:
+        replay_all()
+        return 0
     shutil.rmtree(CACHE, ignore_errors=True)
     shutil.rmtree(RECORDED, ignore_errors=True)
     CACHE.mkdir(parents=True)
@@ -72,10 +86,7 @@ def main() -> int:
     export_cache(CACHE, CACHE / "recorded.jsonl")
     for leftover in CACHE.glob("cache.sqlite*"):
         leftover.unlink()
-    shutil.rmtree(RECORDED, ignore_errors=True)
-    for name in [*TASKS, "win_rate", "summary"]:
-        path = ROOT / "notebooks" / f"{name}.ipynb"
-        execute(name, path)
+    replay_all()
     print(f"recorded {sum(1 for _ in open(CACHE / 'recorded.jsonl'))} calls in {CACHE / 'recorded.jsonl'}")
     return 0
 
