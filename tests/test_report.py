@@ -1,0 +1,69 @@
+"""results.json and the Every Eval Ever record: fields, counts, no secrets, JSON-safe numbers."""
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+
+from evekit import report
+
+
+def _samples() -> pd.DataFrame:
+    return pd.DataFrame({
+        "doc_id": [0, 1, 2, 3],
+        "unparsed": [False, True, False, False],
+        "failed": [False, False, True, False],
+        "acc": [1.0, 0.0, np.nan, 1.0],
+    })
+
+
+def _results(**params):
+    return report.build_results(
+        task="mcqa_single_answer", model="m", samples=_samples(),
+        metrics={"acc": {"value": 2 / 3, "ci_low": 0.0, "ci_high": 1.0, "n": 3},
+                 "f1": {"value": float("nan"), "ci_low": None, "ci_high": None, "n": 0}},
+        usage={"requests": 4, "cache_hits": 0}, params={"api": "chat", "num_fewshot": 2, **params})
+
+
+def test_counts_and_json_safety():
+    res = _results()
+    assert (res["n"], res["n_unparsed"], res["n_failed"]) == (4, 1, 1)
+    assert res["metrics"]["f1"]["value"] is None  # NaN is not valid JSON
+    json.dumps(res, allow_nan=False)
+
+
+def test_secret_values_never_recorded_only_variable_names():
+    res = _results(api_key="sk-should-not-appear", api_key_env="MY_KEY",
+                   judges=[{"name": "j", "model": "x", "base_url": "u", "api_key": "sk-nope", "api_key_env": "J"}])
+    text = json.dumps(res)
+    assert "sk-should-not-appear" not in text and "sk-nope" not in text
+    assert res["params"]["api_key_env"] == "MY_KEY" and res["params"]["judges"][0]["api_key_env"] == "J"
+
+
+def test_eee_record_has_the_schema_fields_and_item_counts():
+    eee = report.to_eee(_results(), dataset="eve-esa/mcqa-single-answer")
+    assert eee["schema_version"] == "0.2.1"
+    for key in ("evaluation_id", "evaluation_timestamp", "retrieved_timestamp", "source_metadata", "model_info",
+                "eval_library", "evaluation_results"):
+        assert key in eee
+    assert eee["evaluation_id"].startswith("mcqa_single_answer/m/")
+    assert eee["retrieved_timestamp"].isdigit()
+    assert eee["model_info"]["id"] == "m" and eee["eval_library"]["name"] == "evekit"
+    (acc,) = eee["evaluation_results"]  # the NaN metric is left out, not reported as 0
+    assert acc["evaluation_name"] == "acc"
+    assert acc["source_data"] == {"dataset_name": "eve-esa/mcqa-single-answer", "source_type": "hf_dataset"}
+    details = acc["score_details"]
+    assert math.isclose(details["score"], 2 / 3)
+    ci = details["uncertainty"]["confidence_interval"]
+    assert (ci["lower"], ci["upper"], ci["confidence_level"], ci["method"]) == (0.0, 1.0, 0.95, "bootstrap")
+    assert details["uncertainty"]["num_samples"] == 3  # items behind the metric, not resamples
+    assert details["details"]["num_failed_instances"] == "1.0"
+
+
+def test_write_run_writes_the_three_files(tmp_path):
+    out = report.write_run(tmp_path / "r", _samples(), _results(), dataset="data/x.jsonl")
+    assert sorted(p.name for p in out.iterdir()) == ["results.eee.jsonl", "results.json", "samples.csv"]
+    line = (out / "results.eee.jsonl").read_text().splitlines()
+    assert len(line) == 1 and json.loads(line[0])["evaluation_results"][0]["source_data"]["source_type"] == "local_file"
