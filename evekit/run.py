@@ -82,6 +82,8 @@ class TaskRun:
 
     def settings(self) -> pd.DataFrame:
         c = self.config
+        if "smollm2" in c.model_name.lower():
+            print(f"Note: {TINY_MODEL_NOTE}")
         rows = {
             "task": c.task, "model": c.model_name, "api": c.api, "dataset": self.dataset,
             "num_fewshot": self.num_fewshot, "fewshot_sampler": c.fewshot_sampler,
@@ -167,6 +169,8 @@ class TaskRun:
         from evekit import judge as judging
 
         if self.task.judge_kind is None:
+            if getattr(self.task, "kind", None):  # the generic custom-task notebook always has this cell
+                print(f"A {self.task.kind} task is scored without judges.")
             return None
         specs = self.config.judge_specs()
         if not specs:
@@ -188,10 +192,12 @@ class TaskRun:
         self.judge_usage = panel.usage
         return verdicts
 
-    def judge_summary(self) -> pd.DataFrame:
+    def judge_summary(self) -> pd.DataFrame | None:
         """Per judge: passes, fails, abstentions and how its verdicts were obtained."""
         s = self.samples
         assert s is not None
+        if not self.judge_names:
+            return None
         rows = []
         for name in self.judge_names:
             col = s[f"judge_{name}"]

@@ -348,11 +348,11 @@ def test_offline_run_opens_no_socket(tmp_path, monkeypatch):
     """offline=True with a hub id: the prepared copy is read and answers replay from the cache."""
     from evekit import prepare
 
-    prepare.prepare(dest=tmp_path / "prepared", loader=_fake_hub, fetch_eval_yaml=lambda d, f: None,
-                    log=lambda m: None)
+    prepare.prepare(["eve-esa/mcqa-single-answer"], dest=tmp_path / "prepared", include_eve=False, loader=_fake_hub,
+                    fetch_eval_yaml=lambda d, f: None, log=lambda m: None)
     monkeypatch.setenv("EVEKIT_PREPARED_DIR", str(tmp_path / "prepared"))
-    namespace = {"task": "open_ended", "model_name": MODEL, "base_url": "http://127.0.0.1:9/v1",
-                 "dataset": "eve-esa/open-ended", "num_fewshot": 0, "max_tokens": 32, "limit": 5,
+    namespace = {"task": "mcqa_single_answer", "model_name": MODEL, "base_url": "http://127.0.0.1:9/v1",
+                 "dataset": "eve-esa/mcqa-single-answer", "num_fewshot": 0, "max_tokens": 32, "limit": 5,
                  "cache_dir": str(tmp_path / "cache"), "offline": True, "output_dir": str(tmp_path / "out")}
     # Record the answers as an earlier online run would have.
     warm = TaskRun.from_notebook(namespace)
@@ -376,4 +376,21 @@ def test_offline_run_opens_no_socket(tmp_path, monkeypatch):
     assert attempts == []
     assert len(items) == 5 and run.usage.cache_hits == 5 and run.usage.requests == 0
     assert list(run.samples["filtered_resps"]) == [f"answer {i}" for i in range(5)]
-    assert run.items[0].source.endswith("eve-esa__open-ended/train.parquet")
+    assert run.items[0].source.endswith("eve-esa__mcqa-single-answer/train.parquet")
+
+
+def test_custom_notebook_defaults_replay_the_committed_recording(tmp_path):
+    """The notebook's default parameters run the first example offline from tests/fixtures/custom_cache."""
+    import shutil
+
+    nb = json.loads((ROOT / "notebooks/custom_task.ipynb").read_text())
+    namespace: dict = {}
+    exec("".join(nb["cells"][1]["source"]), namespace)
+    shutil.copy(ROOT / namespace["cache_dir"] / "custom_examples.jsonl", tmp_path / "custom_examples.jsonl")
+    namespace.update(cache_dir=str(tmp_path), output_dir=str(tmp_path / "out"))
+    for task_file, n in ((namespace["task_file"], 18), (MCQ_TASK, 16)):
+        run = TaskRun.from_notebook({**namespace, "task_file": task_file})
+        run.load()
+        run.generate()
+        assert run.config.offline and run.usage.cache_hits == n and run.usage.requests == 0
+        assert run.compute_metrics()["acc"]["n"] == n
