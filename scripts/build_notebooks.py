@@ -20,35 +20,35 @@ TASKS = {
         title="Multiple choice, one correct answer",
         about="Each question has one correct letter. Metric: `acc` (exact letter match). An answer the "
               "model gave in an unusable form is scored wrong and listed as *unparsed*.",
-        max_tokens=16, num_fewshot=2, judged=False),
+        max_tokens=16, num_fewshot=2, judged=False, limit=None),
     "mcqa_multiple_answer": dict(
         title="Multiple choice, one or more correct answers",
         about="The model names all correct letters, separated by a comma. Metrics: `IoU` (overlap of "
               "predicted and gold sets, partial credit) and `acc` (exact set match).",
-        max_tokens=16, num_fewshot=2, judged=False),
+        max_tokens=16, num_fewshot=2, judged=False, limit=None),
     "open_ended": dict(
         title="Open-ended questions, judged by LLM judges",
         about="Free-form answers checked against a reference by strict EO fact-check judges (0 = FAIL, "
               "1 = PASS): any contradiction or a missing essential fact fails. With several judges: "
               "`llm_as_judge_<name>`, majority `judge_voting`, `llm_as_judge_avg`, `judge_agreement`, "
               "Fleiss' kappa. BLEU and ROUGE-L against the reference are shown for reference only.",
-        max_tokens=96, num_fewshot=0, judged=True),
+        max_tokens=96, num_fewshot=0, judged=True, limit=12),
     "open_ended_w_context": dict(
         title="Open-ended questions answered from context documents (RAG)",
         about="Each question comes with one to three documents. The judges check the answer against "
               "the reference and the documents with the same strict rules.",
-        max_tokens=96, num_fewshot=0, judged=True),
+        max_tokens=96, num_fewshot=0, judged=True, limit=12),
     "refusal": dict(
         title="Refusal when the context is insufficient",
         about="The context never holds the answer: the model should say so instead of inventing one. "
               "A refusal judge passes an answer that declines and fails one that answers anyway.",
-        max_tokens=64, num_fewshot=0, judged=True),
+        max_tokens=64, num_fewshot=0, judged=True, limit=12),
     "hallucination_detection": dict(
         title="Hallucination detection",
         about="The model reads a question and an answer and says whether the answer contains "
               "hallucinated (false or unsupported) information: A = yes, B = no. Metrics: `acc`, and "
               "`precision`, `recall`, `f1` with *hallucinated* as the positive class.",
-        max_tokens=8, num_fewshot=0, judged=False),
+        max_tokens=8, num_fewshot=0, judged=False, limit=None),
 }
 
 DEMO_JUDGES = [
@@ -74,7 +74,7 @@ max_tokens = {spec["max_tokens"]}                        # None: the EVE default
 num_fewshot = {spec["num_fewshot"]}                        # None: the EVE default of the task
 fewshot_sampler = "first_n"             # "first_n" (EVE) or "random"
 seed = 1234
-limit = 20                              # None: every item
+limit = {spec["limit"]}                              # None: every item
 dataset = "data/{task}.jsonl"  # or a hub id such as "{HUB[task]}"
 split = "train"
 input_column = None                     # your file's column names for the task's schema (None: the schema's)

@@ -53,7 +53,7 @@ def test_notebook_runs_from_any_working_directory_and_report_matches_results(tmp
     html = (tmp_path / "report.html").read_text()
     acc = results["metrics"]["acc"]
     assert f"{acc['value']:.4f}".rstrip("0") in html
-    assert results["n"] == 20 and acc["n"] == 20 - results["n_failed"]
+    assert acc["n"] == results["n"] - results["n_failed"] and results["n"] >= 40
 
 
 @pytest.mark.parametrize("params, message", [
