@@ -24,6 +24,7 @@ def _serve(args: argparse.Namespace) -> int:
         server.stop()
         return 130
     print(f"serving model {server.model!r} at {server.base_url}", flush=True)
+    print(f"for papermill with params/demo/*.yaml: export EVEKIT_SERVER_URL={server.base_url}", flush=True)
     print(f"log: {server.log_file}  (Ctrl-C to stop)", flush=True)
     try:
         while not stop.is_set():

@@ -226,6 +226,14 @@ class ModelClient:
                  backoff: float = 0.5, max_backoff: float = 30.0) -> None:
         if not model:
             raise ValueError("ModelClient: `model` is empty")
+        # "${EVEKIT_SERVER_URL}" in parameter files: the URL `evekit serve` printed, from the environment.
+        base_url = os.path.expandvars(base_url or "")
+        if "${" in base_url and not offline:
+            raise ValueError(f"ModelClient({model!r}): base_url {base_url!r} names an environment variable "
+                             "that is not set; start `evekit serve` and export the URL it prints "
+                             "(export EVEKIT_SERVER_URL=...), or run the parameter file with `evekit run --serve`")
+        if "${" in base_url:  # offline replay never contacts the endpoint
+            base_url = "http://offline.invalid/v1"
         if not base_url or not base_url.startswith(("http://", "https://")):
             raise ValueError(f"ModelClient({model!r}): base_url must start with http:// or https://, "
                              f"got {base_url!r}")

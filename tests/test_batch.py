@@ -76,3 +76,29 @@ def test_index_lists_results_with_intervals_and_failures(tmp_path):
     assert "0.550 [0.40, 0.70]" in page
     assert "<td>3</td><td>1</td>" in page
     assert 'href="m/mcqa_single_answer/report.html"' in page
+
+
+@pytest.mark.integration
+def test_embedded_server_is_stopped_even_when_a_notebook_fails(tmp_path, capsys):
+    import subprocess
+
+    from conftest import _local_extra_missing
+
+    if reason := _local_extra_missing():
+        pytest.skip(reason)
+
+    def llama_pids() -> set[str]:
+        out = subprocess.run(["pgrep", "-f", "llama_cpp.server"], capture_output=True, text=True).stdout
+        return set(out.split())
+
+    before = llama_pids()
+    nb_dir = tmp_path / "notebooks"
+    nb_dir.mkdir()
+    _notebook(nb_dir / "broken.ipynb", "import os\nprint(os.environ['EVEKIT_SERVER_URL'])\nraise RuntimeError('late failure')")
+    (tmp_path / "broken.yaml").write_text('value: "${EVEKIT_SERVER_URL}"\n')
+    code = batch.run_batch([str(tmp_path / "broken.yaml")], serve=True, output_dir=str(tmp_path / "out"),
+                           notebooks_dir=str(nb_dir))
+    captured = capsys.readouterr()
+    assert code == 1 and "late failure" in captured.err
+    assert "embedded server stopped" in captured.out
+    assert llama_pids() <= before

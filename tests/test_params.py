@@ -1,0 +1,50 @@
+"""Notebook parameters: types, valid values, key names only, and the server-URL placeholder."""
+from __future__ import annotations
+
+import pytest
+
+from evekit.client import ModelClient
+from evekit.params import ParameterError, RunConfig, resolve_path
+
+BASE = {"task": "mcqa_single_answer", "model_name": "m", "base_url": "http://127.0.0.1:1/v1"}
+
+
+def test_valid_parameters_pass_and_keep_their_values():
+    config = RunConfig.from_namespace({**BASE, "limit": 5, "temperature": 0, "offline": True, "unrelated": 1})
+    assert (config.limit, config.offline, config.api) == (5, True, "chat")
+
+
+@pytest.mark.parametrize("override, message", [
+    ({"task": "open-ended"}, "valid tasks: mcqa_single_answer, mcqa_multiple_answer, open_ended"),
+    ({"api": "responses"}, "use one of: chat, completions"),
+    ({"fewshot_sampler": "last"}, "use one of: first_n, random"),
+    ({"limit": 2.5}, "limit=2.5 has type float; expected int or None"),
+    ({"offline": "yes"}, "offline='yes' has type str; expected bool"),
+    ({"concurrency": True}, "concurrency=True has type bool; expected int"),
+    ({"concurrency": 0}, "concurrency=0 must be at least 1"),
+    ({"api_key_env": "sk-abcdefghijklmnopqrstuvwxyz"}, "NAME of an environment variable, not a key"),
+    ({"judges": [{"name": "j", "model": "x", "base_url": "u", "api_key": "secret"}]}, "never the key itself"),
+    ({"judges": [{"name": "j", "model": "x"}]}, "missing base_url"),
+    ({"judges": [{"name": "j", "model": "x", "base_url": "u"}, {"name": "j", "model": "y", "base_url": "u"}]},
+     "judge names must be unique"),
+])
+def test_bad_parameters_fail_with_the_valid_values(override, message):
+    with pytest.raises(ParameterError) as info:
+        RunConfig.from_namespace({**BASE, **override})
+    assert message in str(info.value)
+    assert "secret" not in str(info.value)
+
+
+def test_relative_paths_resolve_from_the_repository_when_not_found_here(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert resolve_path("data/open_ended.jsonl").is_file()
+    (tmp_path / "mine.jsonl").write_text("{}")
+    assert resolve_path("mine.jsonl") == (tmp_path / "mine.jsonl").relative_to(tmp_path)
+
+
+def test_server_url_placeholder_comes_from_the_environment(monkeypatch):
+    monkeypatch.setenv("EVEKIT_SERVER_URL", "http://127.0.0.1:4321/v1")
+    assert ModelClient("m", "${EVEKIT_SERVER_URL}").base_url == "http://127.0.0.1:4321/v1"
+    monkeypatch.delenv("EVEKIT_SERVER_URL")
+    with pytest.raises(ValueError, match="export EVEKIT_SERVER_URL"):
+        ModelClient("m", "${EVEKIT_SERVER_URL}")
