@@ -106,7 +106,10 @@ def usage_totals(entries: list[Entry]) -> pd.DataFrame:
         return df
     numeric = df.select_dtypes("number").columns
     total = {"model": "total", "task": "", **df[numeric].sum().to_dict()}
-    return pd.concat([df, pd.DataFrame([total])], ignore_index=True)
+    df = pd.concat([df, pd.DataFrame([total])], ignore_index=True)
+    counts = [c for c in numeric if c != "seconds"]
+    df[counts] = df[counts].fillna(0).astype(int)
+    return df
 
 
 def save_summary(out_dir: Path, board: pd.DataFrame, tests: pd.DataFrame, usage: pd.DataFrame,

@@ -166,7 +166,8 @@ def _fmt(m: dict[str, Any] | None) -> str:
     return f"{m['value']:.3f}{ci}"
 
 
-HEADLINE = ("acc", "IoU", "f1", "judge_voting", "llm_as_judge", "llm_as_judge_avg")
+# EVE's primary metric first: IoU before exact-match acc for several answers, the vote for judged tasks.
+HEADLINE = ("IoU", "acc", "judge_voting", "llm_as_judge", "llm_as_judge_avg", "f1")
 
 
 def headline(results: dict[str, Any]) -> tuple[str, dict[str, Any] | None]:
