@@ -135,13 +135,17 @@ class ResponseCache:
             if len(rows) == 1:
                 self._db.execute("INSERT OR IGNORE INTO responses VALUES (?,?,?,?,?,?,?,?,?)", rows[0])
                 return
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                self._db.executemany("INSERT OR IGNORE INTO responses VALUES (?,?,?,?,?,?,?,?,?)", rows)
-                self._db.execute("COMMIT")
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
+            self._insert_many(rows)
+
+    def _insert_many(self, rows: list[tuple]) -> None:
+        """One transaction for many rows (caller holds the lock); all or nothing."""
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            self._db.executemany("INSERT OR IGNORE INTO responses VALUES (?,?,?,?,?,?,?,?,?)", rows)
+            self._db.execute("COMMIT")
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
 
     def keys(self) -> set[str]:
         with self._lock:
@@ -187,13 +191,7 @@ class ResponseCache:
                     rows.append(_row_from_record(line, path, lineno))
         with self._lock:
             before = self._db.total_changes
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                self._db.executemany("INSERT OR IGNORE INTO responses VALUES (?,?,?,?,?,?,?,?,?)", rows)
-                self._db.execute("COMMIT")
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
+            self._insert_many(rows)
             return self._db.total_changes - before
 
     def _import_if_changed(self, path: Path) -> None:

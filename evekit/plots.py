@@ -48,6 +48,16 @@ def heatmap(matrix: pd.DataFrame, *, ax: Axes | None = None, title: str = "", xl
     return ax
 
 
+def _share_axis(ax: Axes, y: np.ndarray, labels: Sequence[str], title: str, xlabel: str, ylabel: str) -> None:
+    """Bars labelled on y, shares 0-100% on x."""
+    ax.set_yticks(y, labels)
+    ax.set_xlim(0, 1)
+    ax.xaxis.set_major_formatter(plt.FuncFormatter(lambda v, _: f"{v:.0%}"))
+    ax.set_title(title)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+
+
 def stacked_hbar(shares: pd.DataFrame, *, ax: Axes | None = None, colors: Sequence[str] | None = None,
                  title: str = "", xlabel: str = "", ylabel: str = "", min_label: float = 0.05) -> Axes:
     """Horizontal bars of shares (rows = bars top to bottom, columns = stacked segments, values 0..1).
@@ -67,12 +77,7 @@ def stacked_hbar(shares: pd.DataFrame, *, ax: Axes | None = None, colors: Sequen
                 ax.text(bar.get_x() + v / 2, bar.get_y() + bar.get_height() / 2, f"{v:.0%}",
                         ha="center", va="center", fontsize=9)
         left += values
-    ax.set_yticks(y, labels)
-    ax.set_xlim(0, 1)
-    ax.xaxis.set_major_formatter(plt.FuncFormatter(lambda v, _: f"{v:.0%}"))
-    ax.set_title(title)
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
+    _share_axis(ax, y, labels, title, xlabel, ylabel)
     ax.figure.legend(loc="outside lower center", ncol=len(shares.columns), frameon=False)
     return ax
 
@@ -95,12 +100,7 @@ def proportion_hbar(values: Sequence[float], low: Sequence[float], high: Sequenc
     if reference is not None:
         ax.axvline(reference, color="#C44E52", linestyle="--", linewidth=1, label=reference_label or f"{reference:g}")
         ax.figure.legend(loc="outside lower center", frameon=False)
-    ax.set_yticks(y, labels)
-    ax.set_xlim(0, 1)
-    ax.xaxis.set_major_formatter(plt.FuncFormatter(lambda v, _: f"{v:.0%}"))
-    ax.set_title(title)
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
+    _share_axis(ax, y, labels, title, xlabel, ylabel)
     if not len(values):
         ax.text(0.5, 0.5, "no decisive verdicts", ha="center", va="center", transform=ax.transAxes)
     return ax
