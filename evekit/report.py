@@ -241,12 +241,11 @@ def _failed_cell(res: dict[str, Any]) -> str:
 
 
 def _win_rate_headline(summary_csv: Path) -> str:
+    """EVE's average across judges: each model's win rate and the alpaca win rate of the first."""
     try:
         df = pd.read_csv(summary_csv)
-    except Exception:  # a half-written summary must not break the index
+        row = df.iloc[-1]
+        return (f"({row['model_a']} {row['win_rate_a']:.3f}, {row['model_b']} {row['win_rate_b']:.3f}, "
+                f"ties {row['tie_rate']:.3f}; alpaca win rate of {row['model_a']} {row['alpaca_win_rate_a']:.3f})")
+    except Exception:  # a half-written or foreign summary must not break the index
         return ""
-    cols = [c for c in df.columns if "win_rate" in c and "alpaca" not in c and "diff" not in c]
-    if df.empty or not cols:
-        return ""
-    row = df.iloc[-1]
-    return "(" + ", ".join(f"{c}={row[c]:.3f}" for c in cols[:2] if isinstance(row[c], (int, float))) + ")"
