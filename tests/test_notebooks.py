@@ -11,7 +11,7 @@ import papermill as pm
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-SENTINEL = "sk-evekit-sentinel-7f3a9c0e5b1d"
+SENTINEL = "evekit-sentinel-not-a-real-key-7f3a9c0e5b1d"
 
 
 def _execute(notebook: str, out: Path, cwd: Path, **params) -> Path:

@@ -35,10 +35,10 @@ def test_counts_and_json_safety():
 
 
 def test_secret_values_never_recorded_only_variable_names():
-    res = _results(api_key="sk-should-not-appear", api_key_env="MY_KEY",
+    res = _results(api_key="do-not-record", api_key_env="MY_KEY",
                    judges=[{"name": "j", "model": "x", "base_url": "u", "api_key": "sk-nope", "api_key_env": "J"}])
     text = json.dumps(res)
-    assert "sk-should-not-appear" not in text and "sk-nope" not in text
+    assert "do-not-record" not in text and "sk-nope" not in text
     assert res["params"]["api_key_env"] == "MY_KEY" and res["params"]["judges"][0]["api_key_env"] == "J"
 
 
