@@ -204,9 +204,11 @@ def leaderboard_chart(board: pd.DataFrame) -> Figure:
     ax.set_yticks(np.arange(len(tasks)) + height * (len(models) - 1) / 2,
                   [f"{t}\n({m})" for t, m in zip(tasks, board.drop_duplicates("task")["metric"])])
     ax.invert_yaxis()
-    ax.set_xlim(0, 1)
+    ax.set_xlim(0, 1.02)
     ax.set_xlabel("headline metric (95% CI)")
-    ax.legend(frameon=False, loc="lower right", fontsize=8)
+    # Below the axes, so it never hides a bar.
+    ax.legend(frameon=False, loc="upper center", bbox_to_anchor=(0.5, -0.12), fontsize=8,
+              ncol=min(len(models), 2))
     fig.tight_layout()
     return fig
 
