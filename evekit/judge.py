@@ -362,12 +362,16 @@ class JudgeCase:
     context: list[str] | None = None
 
 
-@lru_cache(maxsize=None)
 def load_prompt(kind: str) -> tuple[str, str]:
     """(system, user) template of `evekit/prompts/judge_<kind>.txt` (sections `[system]`, `[user]`)."""
     if kind not in KINDS:
         raise ValueError(f"unknown judge kind {kind!r}; expected one of {KINDS}")
-    fname = f"judge_{kind}.txt"
+    return read_prompt_file(f"judge_{kind}.txt")
+
+
+@lru_cache(maxsize=None)
+def read_prompt_file(fname: str) -> tuple[str, str]:
+    """(system, user) sections of a template file in `evekit/prompts/` (`[system]` then `[user]`)."""
     text = resources.files("evekit").joinpath("prompts", fname).read_text(encoding="utf-8")
     m = re.fullmatch(r"\s*\[system\]\n(.*?)\n\[user\]\n(.*)", text, re.DOTALL)
     if not m:

@@ -470,7 +470,8 @@ def score_samples(task: Task | str, items: Sequence[Item], results: Sequence[Gen
         raise ValueError(f"{len(items)} items but {len(results)} results")
     rows: list[dict[str, Any]] = []
     for item, res in zip(items, results):
-        row: dict[str, Any] = {"doc_id": item.doc_id, "doc.Question": item.question, "target": item.target}
+        row: dict[str, Any] = {"doc_id": item.doc_id, "doc.Question": item.question, "target": item.target,
+                               **context_columns(task, item)}
         raw = res.raw if res.raw is not None else res.text
         if res.failed:
             answer, reasoning, parsed = "", res.reasoning, None
@@ -562,6 +563,17 @@ def count_failures(df: pd.DataFrame) -> dict[str, int]:
     failed = df["failed"].astype(bool) if "failed" in df.columns else pd.Series(False, index=df.index)
     unparsed = df["unparsed"].astype(bool) if "unparsed" in df.columns else pd.Series(False, index=df.index)
     return {"n": int(len(df)), "n_unparsed": int((unparsed & ~failed).sum()), "n_failed": int(failed.sum())}
+
+
+def context_columns(task: Task, item: Item) -> dict[str, str]:
+    """The documents an item came with, named as lm-evaluation-harness flattens them (`doc.Doc 1`,
+    `doc.Context`), so a samples.csv carries them to the win-rate judges like EVE's CSVs do."""
+    docs = list(item.fields.get("docs") or [])
+    if task.name == "refusal":
+        return {"doc.Context": docs[0] if docs else ""}
+    if task.name == "open_ended_w_context":
+        return {f"doc.Doc {i}": docs[i - 1] if i <= len(docs) else "" for i in range(1, 4)}
+    return {}
 
 
 def judge_case_fields(task: Task | str, item: Item, response: str) -> dict[str, Any]:

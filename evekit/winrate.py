@@ -29,7 +29,6 @@ from concurrent.futures import ThreadPoolExecutor
 from collections import Counter
 from dataclasses import dataclass, field
 from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -37,7 +36,7 @@ import numpy as np
 import pandas as pd
 from scipy.stats import binomtest
 
-from evekit.judge import extract_json, neutralise
+from evekit.judge import extract_json, neutralise, read_prompt_file
 from evekit.params import ParameterError, resolve_path
 from evekit.report import json_safe
 from evekit.stats import wilson_ci
@@ -295,7 +294,19 @@ def read_answers(path: str | Path) -> pd.DataFrame:
         "error": raw[error_col] if error_col else "",
     })
     df["key"] = df["question"].map(normalize_ws)
+    df["context"] = _context(raw)
     return df
+
+
+_CONTEXT_COLUMN = re.compile(r"doc\.(doc \d+|context)", re.IGNORECASE)
+
+
+def _context(raw: pd.DataFrame) -> list[tuple[str, ...]]:
+    """Per row, the context documents (`doc.Doc 1..n` or `doc.Context`, as evekit and lm-eval write
+    them); empty for tasks without context."""
+    cols = sorted((c for c in raw.columns if _CONTEXT_COLUMN.fullmatch(c.strip())), key=lambda c: c.lower())
+    return [tuple(str(v).strip() for v in row if str(v).strip()) for row in raw[cols].itertuples(index=False)] \
+        if cols else [()] * len(raw)
 
 
 @dataclass
@@ -372,6 +383,7 @@ def match_files(spec_a: ModelSpec, spec_b: ModelSpec, *, limit: int | None = Non
         "target": good["target_a"].to_numpy(),
         "answer_a": good["answer_a"].to_numpy(),
         "answer_b": good["answer_b"].to_numpy(),
+        "context": [ca or cb for ca, cb in zip(good["context_a"], good["context_b"])],
         "doc_id_a": good["doc_id_a"].to_numpy(),
         "doc_id_b": good["doc_id_b"].to_numpy(),
         "row_a": good["row_a"].astype(int).to_numpy(),
@@ -419,23 +431,22 @@ PAIRWISE_REMINDER = (
 
 
 @lru_cache(maxsize=1)
-def load_prompt() -> tuple[str, str]:
-    """(system, user) template of `evekit/prompts/pairwise.txt` (sections `[system]`, `[user]`)."""
-    text = resources.files("evekit").joinpath("prompts", "pairwise.txt").read_text(encoding="utf-8")
-    m = re.fullmatch(r"\s*\[system\]\n(.*?)\n\[user\]\n(.*)", text, re.DOTALL)
-    if not m:
-        raise ValueError("evekit/prompts/pairwise.txt: expected a [system] section then a [user] section")
-    return m.group(1).strip(), m.group(2).strip()
+def load_prompt(name: str = "pairwise") -> tuple[str, str]:
+    """(system, user) template of `evekit/prompts/<name>.txt` (sections `[system]`, `[user]`)."""
+    return read_prompt_file(f"{name}.txt")
 
 
-def build_messages(question: str, reference: str, first: str, second: str) -> list[dict[str, str]]:
+def build_messages(question: str, reference: str, first: str, second: str,
+                   context: Sequence[str] = ()) -> list[dict[str, str]]:
     """Chat messages for one pairwise decision: `first` is shown as answer A, `second` as answer B.
 
-    Delimiter tags inside the texts are neutralised (as for the single-answer judges), so an
-    answer cannot close its own block and pose as instructions.
+    With `context` (the documents of open_ended_w_context or refusal) the judge sees them too and
+    judges grounding in them. Delimiter tags inside the texts are neutralised (as for the
+    single-answer judges), so an answer cannot close its own block and pose as instructions.
     """
-    system, user = load_prompt()
-    values = {"question": question, "reference": reference, "answer_a": first, "answer_b": second}
+    system, user = load_prompt("pairwise_context" if context else "pairwise")
+    values = {"question": question, "reference": reference, "answer_a": first, "answer_b": second,
+              "documents": "\n\n".join(f"Document {i}:\n{d}" for i, d in enumerate(context, 1))}
     values = {k: neutralise(str(v).strip()) for k, v in values.items()}
     return [{"role": "system", "content": system},
             {"role": "user", "content": _PLACEHOLDER.sub(lambda m: values[m.group(1)], user)}]
@@ -539,7 +550,8 @@ def _decisions(comp: Comparison, seed: int, both_orders: bool) -> list[dict[str,
                 "position_a": "A" if first_side == "a" else "B", "position_b": "B" if first_side == "a" else "A",
                 "shown_first": comp.name_a if first_side == "a" else comp.name_b, "identical": bool(p.identical),
                 "_first_side": first_side,
-                "_messages": None if p.identical else build_messages(p.question, p.target, first, second),
+                "_messages": None if p.identical else build_messages(p.question, p.target, first, second,
+                                                                     p.context),
             })
     return out
 
