@@ -119,6 +119,10 @@ _BOLD = re.compile(r"\*\*\s*[(\[]?([A-Za-z])[)\]]?\s*\*\*")
 _MARKDOWN = re.compile(r"[*_`#>]+")
 
 
+# Letters followed by something that is not a letter: "A, B12", "C, ICEYE" (no answer is read from it).
+_MIXED = re.compile(r"^\s*[A-Za-z](?:\s*,\s*[A-Za-z])*\s*,\s*([^,\s][^\n]*?)\s*$")
+
+
 def format_labels(labels: Sequence[str]) -> str:
     """"A-D" for a run of consecutive letters from A, else "A, C, F"."""
     labels = list(labels)
@@ -188,6 +192,10 @@ def parse_letters(text: str | None, valid_labels: Sequence[str], multiple: bool)
         return ParseResult(None, "empty response")
     found = _find(answer, multiple)
     if not found:
+        mixed = _MIXED.match(answer)
+        if mixed:  # e.g. "C, ICEYE": a letter, then a choice's text; which one is meant is unclear
+            return ParseResult(None, f"letters mixed with other text ({mixed.group(1).strip()!r}); "
+                                     "expected letters only")
         return ParseResult(None, "no answer letter found")
     order = {label: i for i, label in enumerate(valid)}
     found.sort(key=lambda x: (order.get(x, len(order)), x))

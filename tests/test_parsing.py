@@ -183,3 +183,10 @@ def test_parse_spans_locates_phrases():
     assert (s2, s2 + len("swath is 290 km")) in spans
     assert missing == ["not in the text"]
     assert parse_spans("NONE", answer) == ([], [])
+
+
+@pytest.mark.parametrize("text, rest", [("A, B12", "B12"), ("C, ICEYE", "ICEYE"), ("A, C, EVI", "EVI")])
+def test_letters_mixed_with_choice_text_are_unparsed_with_a_clear_reason(text, rest):
+    result = parse_letters(text, list("ABCDEFG"), multiple=True)
+    assert result.labels is None
+    assert result.reason == f"letters mixed with other text ({rest!r}); expected letters only"
