@@ -63,6 +63,17 @@ class TaskRun:
 
     # -- parameters ---------------------------------------------------------------------------
     @property
+    def is_demo_model(self) -> bool:
+        """The tiny embedded model: its reports carry a note that its scores are no finding."""
+        return "smollm2" in self.config.model_name.lower()
+
+    @property
+    def answered(self) -> pd.DataFrame:
+        """Samples whose generation did not fail (infrastructure failures are excluded everywhere)."""
+        assert self.samples is not None, "run generate() first"
+        return self.samples[~self.samples["failed"]]
+
+    @property
     def num_fewshot(self) -> int:
         c = self.config
         return self.task.default_num_fewshot if c.num_fewshot is None else c.num_fewshot
@@ -82,7 +93,7 @@ class TaskRun:
 
     def settings(self) -> pd.DataFrame:
         c = self.config
-        if "smollm2" in c.model_name.lower():
+        if self.is_demo_model:
             print(f"Note: {TINY_MODEL_NOTE}")
         rows = {
             "task": c.task, "model": c.model_name, "api": c.api, "dataset": self.dataset,
@@ -181,7 +192,7 @@ class TaskRun:
         c = self.config
         panel = judging.JudgePanel(specs, self.task.judge_kind, concurrency=c.concurrency, timeout=c.timeout,
                                    max_retries=c.max_retries, cache_dir=c.cache_path, offline=c.offline)
-        answered = self.samples[~self.samples["failed"]]
+        answered = self.answered
         by_id = {it.doc_id: it for it in self.items}
         cases = [judging.JudgeCase(**tasks.judge_case_fields(self.task, by_id[d], r))
                  for d, r in zip(answered["doc_id"], answered["filtered_resps"])]
@@ -219,9 +230,7 @@ class TaskRun:
         if len(self.judge_names) < 2:
             print("Agreement needs at least two judges.")
             return None
-        s = self.samples
-        assert s is not None
-        answered = s[~s["failed"]]
+        answered = self.answered
         agreement = judging.agreement_matrix(answered, self.judge_names)
         kappa = judging.cohen_kappa_matrix(answered, self.judge_names)
         fleiss = (self.metrics or self.compute_metrics()).get("fleiss_kappa", {}).get("value")
@@ -243,8 +252,7 @@ class TaskRun:
         assert self.samples is not None, "run generate() first"
         self.metrics = dict(tasks.task_metrics(self.task, self.samples, seed=self.config.seed))
         if self.judge_names:
-            answered = self.samples[~self.samples["failed"]]
-            self.metrics.update(judging.judge_metrics(answered, self.judge_names, seed=self.config.seed))
+            self.metrics.update(judging.judge_metrics(self.answered, self.judge_names, seed=self.config.seed))
         return self.metrics
 
     def metrics_table(self) -> pd.DataFrame:
@@ -275,7 +283,7 @@ class TaskRun:
         key = self.primary_metric()
         shown = ["doc_id", "doc.Question", "target", "filtered_resps"]
         extra = [c for c in ("parsed", "unparsed_reason", key) if c in s.columns and c not in shown]
-        ranked = s[~s["failed"]].sort_values(key, kind="stable") if key in s.columns else s
+        ranked = self.answered.sort_values(key, kind="stable") if key in s.columns else s
         return ranked[shown + extra].head(n)
 
     def primary_metric(self) -> str:
@@ -308,9 +316,8 @@ class TaskRun:
             if len(self.judge_names) > 1:
                 from evekit import judge as judging
 
-                answered = s[~s["failed"]]
                 figs["judge_agreement.png"] = plots.heatmap(
-                    judging.cohen_kappa_matrix(answered, self.judge_names),
+                    judging.cohen_kappa_matrix(self.answered, self.judge_names),
                     title=f"Cohen's kappa between judges · {title}", vmin=-1, vmax=1, cmap="RdBu").figure
         elif self.task.judge_kind is not None and "rougeL" in s.columns:
             figs["rougeL_distribution.png"] = plots.score_distribution(s, "rougeL", title=title)
@@ -324,7 +331,7 @@ class TaskRun:
         if not self.judge_names:
             return None
         assert self.samples is not None
-        counts = judging.judge_counts(self.samples[~self.samples["failed"]], self.judge_names)
+        counts = judging.judge_counts(self.answered, self.judge_names)
         return {"judges": self.judge_names, "n_judge_failed": counts["n_judge_failed"], "judge_counts": counts}
 
     def save(self) -> Path:
@@ -338,7 +345,7 @@ class TaskRun:
                   "dataset": self.dataset}
         results = report.build_results(
             task=c.task, model=c.model_name, samples=self.samples, metrics=self.metrics,
-            usage=usage, params=params, notes=self.notes + [TINY_MODEL_NOTE] if "smollm2" in c.model_name else self.notes,
+            usage=usage, params=params, notes=self.notes + [TINY_MODEL_NOTE] if self.is_demo_model else self.notes,
             extra=self._judge_extra(),
         )
         out = report.write_run(c.out_dir, self.samples, results, dataset=self.dataset)
