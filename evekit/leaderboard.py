@@ -76,11 +76,17 @@ def paired_tests(entries: list[Entry], seed: int = 0) -> pd.DataFrame:
     by_task: dict[str, list[Entry]] = {}
     for e in entries:
         by_task.setdefault(e.task, []).append(e)
+    read: dict[Path, pd.DataFrame] = {}
+
+    def samples(e: Entry) -> pd.DataFrame:  # each samples.csv read once, however many pairs it is in
+        if e.folder not in read:
+            read[e.folder] = pd.read_csv(e.folder / "samples.csv")
+        return read[e.folder]
+
     for task, group in sorted(by_task.items()):
         for a, b in itertools.combinations(group, 2):
             metric, _ = headline(a.results)
-            sa = pd.read_csv(a.folder / "samples.csv")
-            sb = pd.read_csv(b.folder / "samples.csv")
+            sa, sb = samples(a), samples(b)
             if metric not in sa.columns or metric not in sb.columns:
                 continue
             merged = sa[["doc_id", metric]].merge(sb[["doc_id", metric]], on="doc_id", suffixes=("_a", "_b"))
