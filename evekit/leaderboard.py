@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from evekit import stats
-from evekit.report import headline
+from evekit.report import format_metric, headline
 
 # Per-sample columns that hold 0/1 outcomes (McNemar) vs graded scores (paired bootstrap).
 BINARY = ("acc", "judge_voting", "llm_as_judge")
@@ -60,8 +60,7 @@ def leaderboard_wide(board: pd.DataFrame) -> pd.DataFrame:
     """Models x tasks, each cell 'value [low, high]'."""
     if board.empty:
         return board
-    cell = board.apply(lambda r: "–" if pd.isna(r["value"]) else
-                       f"{r['value']:.3f} [{r['ci_low']:.2f}, {r['ci_high']:.2f}]", axis=1)
+    cell = board.apply(lambda r: format_metric(None if pd.isna(r["value"]) else r.to_dict()), axis=1)
     wide = board.assign(cell=cell).pivot_table(index="model", columns="task", values="cell", aggfunc="first")
     return wide.fillna("–")
 

@@ -158,7 +158,8 @@ def write_run(out_dir: Path, samples: pd.DataFrame, results: dict[str, Any], *, 
     return out_dir
 
 
-def _fmt(m: dict[str, Any] | None) -> str:
+def format_metric(m: dict[str, Any] | None) -> str:
+    """'0.550 [0.40, 0.70]': value with its 95% interval, '–' when there is none."""
     if not m or m.get("value") is None:
         return "–"
     lo, hi = m.get("ci_low"), m.get("ci_high")
@@ -198,7 +199,7 @@ def write_index(run_dir: Path) -> Path:
                 if report.exists() else "no report")
         rows.append(
             f"<tr><td>{html.escape(res['task'])}</td><td>{html.escape(res['model'])}</td>"
-            f"<td>{html.escape(name)}</td><td>{_fmt(m)}</td><td>{res['n']}</td>"
+            f"<td>{html.escape(name)}</td><td>{format_metric(m)}</td><td>{res['n']}</td>"
             f"<td>{res.get('n_unparsed', 0)}</td><td>{_failed_cell(res)}</td><td>{link}</td></tr>"
         )
     extra = []
