@@ -18,7 +18,8 @@ from typing import Any
 
 import yaml
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+from evekit.paths import REPO_ROOT
+
 SERVER_URL_PLACEHOLDER = "${EVEKIT_SERVER_URL}"
 SAVED_LINE = re.compile(r"^Saved outputs to (\S+)\s*$", re.MULTILINE)
 LAST = ("win_rate", "summary")

@@ -51,6 +51,7 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_aft
 from tenacity import wait_exponential, wait_random
 from tqdm.auto import tqdm
 
+from .errors import CacheMiss, EndpointError
 from .cache import CacheWriter, ResponseCache, key_fields, key_of_fields
 from .parsing import strip_think
 from .types import GenerationRequest, GenerationResult, Usage
@@ -70,15 +71,6 @@ __all__ = ["ModelClient", "EndpointError", "CacheMiss"]
 
 MAX_RETRY_AFTER = 120.0  # seconds; a server asking for longer is treated as a failure
 PLACEHOLDER_KEY = "EMPTY"  # what local servers get when no key is configured
-
-
-class EndpointError(RuntimeError):
-    """A configuration error that would make every call fail (wrong key, unknown model or
-    path, nothing listening). The message is one line and never contains the key."""
-
-
-class CacheMiss(RuntimeError):
-    """`offline=True` and some requests are not in the cache."""
 
 
 class _BadResponse(Exception):

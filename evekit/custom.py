@@ -31,7 +31,9 @@ from typing import Any, Mapping, Sequence
 import yaml
 
 from evekit import tasks as T
-from evekit.data import LOCAL_FORMATS, REPO_ROOT, DataError, Item, Row, RowError, choices_of, parse_list
+from evekit.data import LOCAL_FORMATS, Item, Row, choices_of, parse_list
+from evekit.errors import DataError, RowError, TaskFileError
+from evekit.paths import display_path
 from evekit.parsing import parse_letters
 
 __all__ = [
@@ -103,10 +105,6 @@ NATIVE_KEYS = {
     "num_few_shot_examples", "max_tokens", "max_generated_tokens", "metrics", "judge_kind", "languages",
     "pretty_name",
 }
-
-
-class TaskFileError(ValueError):
-    """A task file that cannot be used; the message names the file and the key."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -367,10 +365,7 @@ def _resolve_dataset(value: str, base: Path | None) -> str:
     if base is not None and Path(value).suffix.lower() in LOCAL_FORMATS and not Path(value).is_absolute():
         candidate = base / value
         if candidate.is_file():
-            try:
-                return str(candidate.resolve().relative_to(REPO_ROOT))
-            except ValueError:
-                return str(candidate.resolve())
+            return display_path(candidate)
     return value
 
 
@@ -529,17 +524,10 @@ def task_from_dict(spec: Mapping[str, Any], where: str = "<task>", base: Path | 
     return task
 
 
-def _display(path: Path) -> str:
-    try:
-        return str(path.resolve().relative_to(REPO_ROOT))
-    except ValueError:
-        return str(path)
-
-
 def load_task(source: str | Path, *, offline: bool = False) -> CustomTask:
     """Read a task file: a local YAML (evekit's or an Inspect AI eval.yaml), or a hub dataset id
     whose repository has an `eval.yaml` (taken from `evekit prepare`'s folder when there)."""
-    from evekit.params import resolve_path
+    from evekit.paths import resolve_path
 
     path = resolve_path(source)
     hub_id = None
@@ -551,10 +539,10 @@ def load_task(source: str | Path, *, offline: bool = False) -> CustomTask:
     try:
         spec = yaml.safe_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
-        raise TaskFileError(f"{_display(path)}: not valid YAML: {exc}") from None
+        raise TaskFileError(f"{display_path(path)}: not valid YAML: {exc}") from None
     if hub_id is not None and isinstance(spec, dict):
         spec.setdefault("dataset", hub_id)
-    return task_from_dict(spec, where=_display(path) if hub_id is None else f"{hub_id}/eval.yaml",
+    return task_from_dict(spec, where=display_path(path) if hub_id is None else f"{hub_id}/eval.yaml",
                           base=path.parent if hub_id is None else None)
 
 

@@ -19,6 +19,9 @@ from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
 from unittest import mock
 from urllib.parse import urlparse
 
+from evekit.errors import DataError, RowError
+from evekit.paths import REPO_ROOT
+
 if TYPE_CHECKING:  # pragma: no cover
     from evekit.tasks import Task
 
@@ -38,22 +41,8 @@ __all__ = [
     "apply_column_mapping",
 ]
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 LOCAL_FORMATS = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".csv": "csv"}
 MAX_ERRORS_SHOWN = 5
-
-
-class DataError(ValueError):
-    """A dataset that cannot be used as given; the message names file, row and column."""
-
-
-class RowError(ValueError):
-    """One unusable value in one row (raised by a task's `prepare`, collected by the loader)."""
-
-    def __init__(self, column: str, message: str):
-        super().__init__(message)
-        self.column = column
-        self.message = message
 
 
 @dataclass

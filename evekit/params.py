@@ -9,30 +9,15 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal
 
+from evekit.errors import ParameterError
+from evekit.paths import REPO_ROOT, resolve_path  # noqa: F401  (re-exported)
 from evekit.types import JudgeSpec
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 TASK_NAMES = (
     "mcqa_single_answer", "mcqa_multiple_answer", "open_ended", "open_ended_w_context",
     "refusal", "hallucination_detection",
 )
 CHOICES = {"api": ("chat", "completions"), "fewshot_sampler": ("first_n", "random")}
-
-
-class ParameterError(ValueError):
-    """A notebook parameter has the wrong type or value."""
-
-
-def resolve_path(path: str | Path) -> Path:
-    """A relative path as given (from the working directory), else from the repository root.
-
-    So `papermill notebooks/x.ipynb ... -p dataset data/x.jsonl` works from the repo root, from
-    `notebooks/` and from anywhere else.
-    """
-    p = Path(path).expanduser()
-    if p.is_absolute() or p.exists():
-        return p
-    return REPO_ROOT / p
 
 
 @dataclass

@@ -16,6 +16,7 @@ from typing import Any
 import pandas as pd
 
 import evekit
+from evekit.paths import display_path
 
 EEE_SCHEMA_VERSION = "0.2.1"
 # Parameter names that could carry a secret if a user put one there by mistake.
@@ -45,15 +46,6 @@ def public_params(params: dict[str, Any]) -> dict[str, Any]:
             value = [{k: v for k, v in dict(j).items() if k != "api_key"} for j in value]
         out[key] = value
     return json_safe(out)
-
-
-def display_path(path: Path) -> str:
-    """Path relative to the repository when inside it, so notebooks do not record machine paths."""
-    path = Path(path).resolve()
-    try:
-        return str(path.relative_to(Path(evekit.__file__).resolve().parent.parent))
-    except ValueError:
-        return str(path)
 
 
 def build_results(*, task: str, model: str, samples: pd.DataFrame, metrics: dict[str, dict],

@@ -24,13 +24,11 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from evekit.errors import ServerError
+
 MODEL_NAME = "smollm2-135m-instruct"
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 MODEL_PATH_ENV = "EVEKIT_MODEL_PATH"
-
-
-class ServerError(RuntimeError):
-    """The embedded server could not be started; the message says why and what to do."""
 
 
 def default_model_path() -> Path:

@@ -1,0 +1,61 @@
+"""Every error evekit raises on purpose, under one base class.
+
+A notebook or script can catch `EvekitError` to tell "evekit refused this input, and says why"
+from a bug. Each message names what is wrong (file, row, column, parameter, endpoint) and what to
+do about it. The subclasses keep the built-in base they always had (`ValueError` for bad input,
+`RuntimeError` for the environment), so existing `except ValueError` code still works.
+
+See docs/ARCHITECTURE.md for where each error is raised.
+"""
+from __future__ import annotations
+
+__all__ = [
+    "EvekitError",
+    "DataError",
+    "RowError",
+    "TaskFileError",
+    "ParameterError",
+    "EndpointError",
+    "CacheMiss",
+    "ServerError",
+]
+
+
+class EvekitError(Exception):
+    """Base of every error evekit raises deliberately; the message says what to do."""
+
+
+class DataError(EvekitError, ValueError):
+    """A dataset that cannot be used as given; the message names file, row and column."""
+
+
+class RowError(EvekitError, ValueError):
+    """One unusable value in one row (raised by a task's `prepare`, collected by the loader,
+    which turns it into a `DataError` naming the file and row)."""
+
+    def __init__(self, column: str, message: str):
+        super().__init__(message)
+        self.column = column
+        self.message = message
+
+
+class TaskFileError(EvekitError, ValueError):
+    """A custom task file that cannot be used; the message names the file and the key."""
+
+
+class ParameterError(EvekitError, ValueError):
+    """A notebook parameter has the wrong name, type or value; the message names it."""
+
+
+class EndpointError(EvekitError, RuntimeError):
+    """A configuration error that would make every call fail (wrong key, unknown model or
+    path, nothing listening). The message is one line and never contains the key."""
+
+
+class CacheMiss(EvekitError, RuntimeError):
+    """`offline=True` and some requests are not in the cache: run online once, or import
+    the recorded calls."""
+
+
+class ServerError(EvekitError, RuntimeError):
+    """The embedded server could not be started; the message says why and what to do."""

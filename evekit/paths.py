@@ -1,0 +1,31 @@
+"""Where things are: the repository root and how a relative path given by a user is resolved.
+
+One rule everywhere (parameters, datasets, task files, batch runs): a relative path is taken
+from the working directory when it exists there, else from the repository root. So
+`papermill notebooks/x.ipynb ... -p dataset data/x.jsonl` works from the repository root, from
+`notebooks/` and from anywhere else.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+__all__ = ["REPO_ROOT", "resolve_path", "display_path"]
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def resolve_path(path: str | os.PathLike[str]) -> Path:
+    """`path` as given when absolute or present from the working directory, else from REPO_ROOT."""
+    p = Path(path).expanduser()
+    if p.is_absolute() or p.exists():
+        return p
+    return REPO_ROOT / p
+
+
+def display_path(path: Path) -> str:
+    """`path` relative to the repository root when inside it (shorter and machine-independent)."""
+    try:
+        return str(Path(path).resolve().relative_to(REPO_ROOT))
+    except ValueError:
+        return str(path)
