@@ -143,16 +143,12 @@ class CustomTask(T.Task):
     """A `Task` defined by a task file: templates with placeholders instead of fixed prompts."""
 
     kind: str = "text_to_text"
-    labels: tuple[str, ...] = ()
+    column_roles: Mapping[str, str] = field(default_factory=lambda: dict(ROLES), compare=False)
     label_mapping: Mapping[str, str] = field(default_factory=dict, compare=False)
     prompt_prefix: str = ""
     prompt_template: str = ""
     instruction_prompt: str = ""
     system_prompt: str | None = None
-    column_mapping: Mapping[str, Any] = field(default_factory=dict, compare=False)
-    column_roles: Mapping[str, str] = field(default_factory=lambda: dict(ROLES), compare=False)
-    split: str = "train"
-    config: str | None = None
     task_file: str = ""
 
     # -- prompts ------------------------------------------------------------------------------
@@ -510,6 +506,14 @@ def task_from_dict(spec: Mapping[str, Any], where: str = "<task>", base: Path | 
         "text_to_text": (_prep_text, T._parse_open, T._score_open),
         "extractive_qa": (_prep_extractive, T._parse_open, _score_extractive),
     }[kind]
+    plots: tuple[T.PlotSpec, ...] = {
+        "multiple_choice": (T.PlotSpec("letter_bias", "letter_bias.png"),),
+        "classification": (T.PlotSpec("label_confusion", "label_confusion.png"),),
+        "text_to_text": (T.PlotSpec("score_distribution", f"{metrics[0]}_distribution.png", metrics[0]),),
+        "extractive_qa": (T.PlotSpec("score_distribution", f"{metrics[0]}_distribution.png", metrics[0]),),
+        "open_qa": ((T.PlotSpec("score_distribution", "rougeL_distribution.png", "rougeL", without_judges=True),)
+                    if "rougeL" in metrics else ()),
+    }[kind]
     ref: list[CustomTask] = []
     task = CustomTask(
         name=name, hub_id=dataset, description=str(spec.get("description") or f"Custom {kind} task {name}"),
@@ -518,7 +522,7 @@ def task_from_dict(spec: Mapping[str, Any], where: str = "<task>", base: Path | 
         optional_columns=("context",), prepare=prepare, render=_render(ref), parse=parse, score=score,
         answer_prefix="", completion_stop=("\n\n",), kind=kind, labels=labels, label_mapping=label_mapping,
         prompt_prefix=prefix, prompt_template=template, instruction_prompt=instruction, system_prompt=system,
-        column_mapping=mapping, split=split, config=spec.get("config") or t0.get("config"), task_file=where,
+        column_mapping=mapping, split=split, plots=plots, config=spec.get("config") or t0.get("config"), task_file=where,
     )
     ref.append(task)
     return task

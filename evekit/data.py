@@ -15,21 +15,19 @@ import os
 import socket
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Protocol, Sequence
 from unittest import mock
 from urllib.parse import urlparse
 
 from evekit.errors import DataError, RowError
 from evekit.paths import REPO_ROOT
 
-if TYPE_CHECKING:  # pragma: no cover
-    from evekit.tasks import Task
-
 __all__ = [
     "DataError",
     "RowError",
     "Item",
     "Row",
+    "Schema",
     "REPO_ROOT",
     "LOCAL_FORMATS",
     "resolve_local",
@@ -37,12 +35,23 @@ __all__ = [
     "items_from_rows",
     "load_items",
     "parse_list",
-    "COLUMN_ROLES",
     "apply_column_mapping",
 ]
 
 LOCAL_FORMATS = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".csv": "csv"}
 MAX_ERRORS_SHOWN = 5
+
+
+class Schema(Protocol):
+    """What the loader needs to know of a task (an `evekit.tasks.Task` is one): the loader
+    imports no task, so the data layer stays below the task catalogue."""
+
+    name: str
+    hub_id: str
+    columns: tuple[str, ...]
+    column_roles: Mapping[str, str]
+    column_mapping: Mapping[str, Any]
+    prepare: Callable[["Row"], tuple[str, str, dict[str, Any]]]
 
 
 @dataclass
@@ -279,7 +288,7 @@ def load_rows(dataset: str | os.PathLike[str], split: str = "train",
 
 
 def items_from_rows(
-    task: "Task",
+    task: "Schema",
     rows: Sequence[Mapping[str, Any]],
     source: str,
     columns: Sequence[str] | None = None,
@@ -339,7 +348,7 @@ def _shown_column(column: str, aliases: Mapping[str, str] | None) -> str:
     return repr(column)
 
 
-def load_items(task: "Task | str", dataset: str | os.PathLike[str] | None = None, split: str = "train",
+def load_items(task: "Schema", dataset: str | os.PathLike[str] | None = None, split: str = "train",
                limit: int | None = None, *, cache_dir: str | os.PathLike[str] | None = None,
                input_column: str | None = None, target_column: str | None = None,
                choices_column: str | Sequence[str] | None = None,
@@ -352,13 +361,9 @@ def load_items(task: "Task | str", dataset: str | os.PathLike[str] | None = None
     rows are validated even with `limit`, so a broken file is noticed on a small run; `limit`
     then keeps the first rows. `offline=True` never touches the network.
     """
-    if isinstance(task, str):
-        from evekit.tasks import get_task
-
-        task = get_task(task)
     rows, columns, source = load_rows(dataset or task.hub_id, split, cache_dir=cache_dir, offline=offline,
                                       config=config)
-    mapping = {**dict(getattr(task, "column_mapping", None) or {}),
+    mapping = {**dict(task.column_mapping),
                **{k: v for k, v in (("input_column", input_column), ("target_column", target_column),
                                     ("choices_column", choices_column), ("context_columns", context_columns))
                   if v is not None}}
@@ -380,16 +385,6 @@ def load_items(task: "Task | str", dataset: str | os.PathLike[str] | None = None
 # Which schema column each mapping parameter fills, per built-in task. "Doc {n}" spreads several
 # context columns over Doc 1, Doc 2, ...; a plain name receives them as one list. Custom tasks
 # carry their own `column_roles`.
-COLUMN_ROLES: dict[str, dict[str, str]] = {
-    "mcqa_single_answer": {"input": "Question", "target": "Answer", "choices": "Choices"},
-    "mcqa_multiple_answer": {"input": "Question", "target": "Answers", "choices": "Choices"},
-    "open_ended": {"input": "Question", "target": "Answer"},
-    "open_ended_w_context": {"input": "Question", "target": "Answer", "context": "Doc {n}"},
-    "refusal": {"input": "Question", "context": "Context"},
-    "hallucination_detection": {"input": "Question", "target": "is_hallucinated"},
-}
-
-
 def _column_list(value: str | Sequence[str], parameter: str) -> list[str]:
     names = [value] if isinstance(value, str) else list(value)
     if not names or not all(isinstance(n, str) and n.strip() for n in names):
@@ -398,7 +393,7 @@ def _column_list(value: str | Sequence[str], parameter: str) -> list[str]:
 
 
 def apply_column_mapping(
-    task: "Task",
+    task: "Schema",
     rows: Sequence[Mapping[str, Any]],
     columns: Sequence[str],
     source: str,
@@ -417,7 +412,7 @@ def apply_column_mapping(
     that is not a column is an error listing the columns that exist. Returns (rows, columns,
     aliases) with aliases = schema column -> the user's column(s), for error messages.
     """
-    roles = getattr(task, "column_roles", None) or COLUMN_ROLES.get(task.name, {})
+    roles = task.column_roles
     wanted = {"input": input_column, "target": target_column, "choices": choices_column,
               "context": context_columns}
     by_lower = {str(c).strip().lower(): str(c) for c in columns}

@@ -1,4 +1,9 @@
-"""Per-sample and corpus metrics, named as in EVE.
+"""Metrics: each one an object that carries its own facts, and the functions that compute them.
+
+A `Metric` says what it is (`name`, `kind`, `higher_is_better`, the samples columns it reads, a
+one-line description); its kind decides how it is summarised over items and which interval it
+gets (`evekit.stats`). Every metric evekit reports is registered in `METRICS` (judge metrics
+too), so adding a metric is adding one entry here. Names follow EVE:
 
 - `acc`: 1.0 when the answer is right (exact set match for multiple answers), else 0.0.
 - `IoU`: |predicted ∩ gold| / |predicted ∪ gold| of the chosen letters.
@@ -15,12 +20,20 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Literal, Sequence
 
 import numpy as np
 
+from evekit import stats
+
 __all__ = [
+    "Metric",
+    "MetricKind",
+    "METRICS",
+    "register_metric",
+    "get_metric",
     "iou",
     "exact_match",
     "binary_prf",
@@ -164,14 +177,116 @@ def span_prf(pred_spans: Iterable[Sequence[int]], gold_spans: Iterable[Sequence[
     return {"precision": precision, "recall": recall, "f1": f1}
 
 
-def metric_notes(task: Any) -> dict[str, str]:
-    """Notes about metrics of `task` that were not computed here and why (never an error)."""
-    metrics = getattr(task, "metrics", ())
+def metric_notes(metrics: Sequence[str], *, judged: bool = False) -> dict[str, str]:
+    """Notes about `metrics` (of a task; `judged`: scored by judges) that are not computed here,
+    and why (never an error)."""
     notes: dict[str, str] = {}
     if "cosine" in metrics:
         note = embeddings_unavailable()
         if note:
             notes["cosine"] = note
-    if getattr(task, "judge_kind", None) is not None:
+    if judged:
         notes["bertscore"] = BERTSCORE_NOTE
     return notes
+
+
+# ---------------------------------------------------------------------------------------------
+# Metrics as objects
+
+# proportion: a 0/1 outcome per item (acc, a pass rate, agreement per sample);
+# graded_mean: a per-item score in [0, 1] with fractions (IoU, BLEU, ROUGE-L), averaged;
+# corpus: a statistic of the whole set, not a mean of per-item values (precision, recall, F1);
+# agreement: a chance-corrected agreement statistic over raters (kappa).
+MetricKind = Literal["proportion", "graded_mean", "corpus", "agreement"]
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One metric and its facts. `columns`: the samples columns it reads (default: its own name);
+    a corpus metric's `statistic` maps rows of those columns (resampled items on axis 1) to one
+    value per resample."""
+
+    name: str
+    kind: MetricKind
+    description: str
+    higher_is_better: bool = True
+    columns: tuple[str, ...] = ()
+    statistic: Callable[..., Any] | None = None
+
+    @property
+    def per_item(self) -> bool:
+        """True when the metric is a mean of per-item values (it has a samples column)."""
+        return self.kind in ("proportion", "graded_mean")
+
+    @property
+    def inputs(self) -> tuple[str, ...]:
+        return self.columns or (self.name,)
+
+    def summarize(self, samples: Any, *, seed: int = 0, n_boot: int = 1000) -> dict[str, Any] | None:
+        """{"value", "ci_low", "ci_high", "n"} over the rows of `samples` (a DataFrame of items
+        that did not fail); None when the columns it needs are absent (not computed)."""
+        if not set(self.inputs) <= set(getattr(samples, "columns", ())):
+            return None
+        values = samples[list(self.inputs)].to_numpy(dtype=float)
+        if self.statistic is None:
+            return stats.summarize(values[:, 0], seed=seed, n_boot=n_boot)
+        return stats.summarize(values, seed=seed, n_boot=n_boot, stat=self.statistic)
+
+
+METRICS: dict[str, Metric] = {}
+
+
+def register_metric(metric: Metric) -> Metric:
+    """Add `metric` to the registry (a name is registered once)."""
+    if metric.name in METRICS:
+        raise ValueError(f"metric {metric.name!r} is already registered")
+    METRICS[metric.name] = metric
+    return metric
+
+
+JUDGE_PREFIX = "llm_as_judge_"
+
+
+def get_metric(name: str) -> Metric:
+    """The registered metric `name`; `llm_as_judge_<judge>` is one judge's pass rate."""
+    if name in METRICS:
+        return METRICS[name]
+    if name.startswith(JUDGE_PREFIX):
+        judge = name[len(JUDGE_PREFIX):]
+        return Metric(name, "proportion", f"share of answers judge {judge} passed",
+                      columns=(f"judge_{judge}",))
+    raise KeyError(f"unknown metric {name!r}; known: {', '.join(METRICS)}")
+
+
+def _prf_statistic(which: int) -> Callable[..., np.ndarray]:
+    """precision (0), recall (1) or F1 (2) of resampled (pred, gold) rows, vectorised."""
+    def statistic(pairs: np.ndarray, axis: int = 1) -> np.ndarray:
+        pairs = np.moveaxis(np.asarray(pairs), axis, -2)
+        return binary_prf(pairs[..., 0] > 0.5, pairs[..., 1] > 0.5, axis=-1)[which]
+
+    return statistic
+
+
+_PRF_COLUMNS = ("pred_hallucinated", "gold_hallucinated")
+
+for _metric in (
+    Metric("acc", "proportion", "share of items answered exactly right"),
+    Metric("IoU", "graded_mean", "overlap |picked ∩ gold| / |picked ∪ gold| of the letters, per item"),
+    Metric("precision", "corpus", "share of items flagged hallucinated that are", columns=_PRF_COLUMNS,
+           statistic=_prf_statistic(0)),
+    Metric("recall", "corpus", "share of hallucinated items flagged", columns=_PRF_COLUMNS,
+           statistic=_prf_statistic(1)),
+    Metric("f1", "corpus", "harmonic mean of precision and recall", columns=_PRF_COLUMNS,
+           statistic=_prf_statistic(2)),
+    Metric("bleu", "graded_mean", "sentence BLEU against the reference (0-1)"),
+    Metric("rougeL", "graded_mean", "ROUGE-L F-measure against the reference"),
+    Metric("cosine", "graded_mean", "cosine similarity of sentence embeddings to the reference"),
+    Metric("token_f1", "graded_mean", "SQuAD token F1 against the best gold answer"),
+    Metric("exact_match", "proportion", "SQuAD exact match against any gold answer"),
+    Metric("llm_as_judge", "proportion", "share of answers the judge passed", columns=()),
+    Metric("judge_voting", "proportion", "share of answers the judges' majority vote passed"),
+    Metric("llm_as_judge_avg", "graded_mean", "mean over items of the share of judges that passed it"),
+    Metric("judge_agreement", "proportion", "share of items on which all judges agree"),
+    Metric("fleiss_kappa", "agreement", "Fleiss' kappa of the judges' verdicts"),
+):
+    register_metric(_metric)

@@ -11,12 +11,9 @@ from typing import Any, Literal
 
 from evekit.errors import ParameterError
 from evekit.paths import REPO_ROOT, resolve_path  # noqa: F401  (re-exported)
+from evekit.tasks import TASKS
 from evekit.types import JudgeSpec
 
-TASK_NAMES = (
-    "mcqa_single_answer", "mcqa_multiple_answer", "open_ended", "open_ended_w_context",
-    "refusal", "hallucination_detection",
-)
 CHOICES = {"api": ("chat", "completions"), "fewshot_sampler": ("first_n", "random")}
 
 
@@ -65,8 +62,8 @@ class RunConfig:
         return config
 
     def validate(self) -> None:
-        if self.task not in TASK_NAMES and self.task_file is None:
-            raise ParameterError(f"unknown task {self.task!r}; valid tasks: {', '.join(TASK_NAMES)}")
+        if self.task not in TASKS and self.task_file is None:
+            raise ParameterError(f"unknown task {self.task!r}; valid tasks: {', '.join(TASKS)}")
         for name, valid in CHOICES.items():
             if getattr(self, name) not in valid:
                 raise ParameterError(f"{name}={getattr(self, name)!r} is not valid; use one of: {', '.join(valid)}")

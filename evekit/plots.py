@@ -6,7 +6,7 @@ it and `save_figure` can write it. Owner: winrate; others may append helpers at 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Callable, Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -226,3 +226,17 @@ def label_confusion(samples: pd.DataFrame, labels: Sequence[str], *, title: str 
     ax.set_title(f"{title}\n{len(answered)} items" if title else "confusion matrix", fontsize=10)
     fig.tight_layout()
     return fig
+
+
+def _task_plot_score_distribution(samples: pd.DataFrame, task: Any, metric: str | None, title: str) -> Figure:
+    return score_distribution(samples, metric or task.metrics[0], title=title)
+
+
+# The figures a task can ask for by name (`evekit.tasks.PlotSpec.recipe`): (samples, task, metric,
+# title) -> Figure. A new kind of task plot is one entry here.
+TASK_PLOTS: dict[str, Callable[[pd.DataFrame, Any, "str | None", str], Figure]] = {
+    "letter_bias": lambda s, task, metric, title: letter_bias(s, title=title),
+    "label_confusion": lambda s, task, metric, title: label_confusion(s, task.labels, title=title),
+    "score_distribution": _task_plot_score_distribution,
+    "confusion": lambda s, task, metric, title: confusion(s, title=title),
+}

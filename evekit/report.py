@@ -159,19 +159,15 @@ def format_metric(m: dict[str, Any] | None) -> str:
     return f"{m['value']:.3f}{ci}"
 
 
-# EVE's primary metric first: IoU before exact-match acc for several answers, the vote for judged tasks.
-HEADLINE = ("IoU", "acc", "judge_voting", "llm_as_judge", "llm_as_judge_avg", "f1")
-
-
 def headline(results: dict[str, Any]) -> tuple[str, dict[str, Any] | None]:
+    """(name, metric) of the number a result is summarised by: the task's headline
+    (`evekit.tasks.headline_metric`) among the metrics that have a value."""
+    from evekit.tasks import headline_metric
+
     metrics = results.get("metrics", {})
-    for name in HEADLINE:
-        if name in metrics and metrics[name].get("value") is not None:
-            return name, metrics[name]
-    for name, m in metrics.items():
-        if m.get("value") is not None:
-            return name, m
-    return "–", None
+    valued = [name for name, m in metrics.items() if m.get("value") is not None]
+    name = headline_metric(results.get("task"), valued)
+    return (name, metrics[name]) if name is not None else ("–", None)
 
 
 def write_index(run_dir: Path) -> Path:

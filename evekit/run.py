@@ -89,7 +89,7 @@ class TaskRun:
 
     @property
     def split(self) -> str:
-        return self.config.split or getattr(self.task, "split", None) or "train"
+        return self.config.split or self.task.split
 
     def settings(self) -> pd.DataFrame:
         c = self.config
@@ -103,10 +103,10 @@ class TaskRun:
             "offline (replay from cache)": c.offline,
         }
         if c.task_file:
-            rows = {"task file": c.task_file, "kind": getattr(self.task, "kind", ""), **rows, "split": self.split}
-            if getattr(self.task, "labels", ()):
+            rows = {"task file": c.task_file, "kind": self.task.kind, **rows, "split": self.split}
+            if self.task.labels:
                 rows["labels"] = ", ".join(self.task.labels)
-        mapping = {**dict(getattr(self.task, "column_mapping", {}) or {}), **self._mapping()}
+        mapping = {**dict(self.task.column_mapping), **self._mapping()}
         rows.update({k: v for k, v in mapping.items() if v is not None})
         return pd.DataFrame({"value": [str(v) for v in rows.values()]}, index=pd.Index(list(rows), name="setting"))
 
@@ -126,7 +126,7 @@ class TaskRun:
             dataset = str(resolve_prepared(dataset, self.split) or dataset)
         # Few-shot examples come from the whole split (as in EVE), not only from the first `limit` items.
         pool = tasks.load_items(self.task, dataset, split=self.split, offline=self.config.offline,
-                                config=getattr(self.task, "config", None), **self._mapping())
+                                config=self.task.config, **self._mapping())
         self.items = pool[: self.config.limit] if self.config.limit else pool
         self.requests = tasks.build_requests(
             self.task, self.items, api=self.config.api, num_fewshot=self.num_fewshot,
@@ -179,9 +179,8 @@ class TaskRun:
         """Ask every judge about every answered item; a judge that fails on one abstains there."""
         from evekit import judge as judging
 
-        if self.task.judge_kind is None:
-            if getattr(self.task, "kind", None):  # the generic custom-task notebook always has this cell
-                print(f"A {self.task.kind} task is scored without judges.")
+        if self.task.judge_kind is None:  # only the generic custom-task notebook has this cell then
+            print(f"A {self.task.kind} task is scored without judges.")
             return None
         specs = self.config.judge_specs()
         if not specs:
@@ -277,21 +276,20 @@ class TaskRun:
                 display(s.loc[mask, cols].head(n))
 
     def worst(self, n: int = 5) -> pd.DataFrame:
-        """The items the model did worst on, to read rather than to count."""
+        """The items the model did worst on (by the headline metric), to read rather than to count."""
         s = self.samples
         assert s is not None
-        key = self.primary_metric()
+        key = tasks.metric_column(self.headline, self.judge_names)
         shown = ["doc_id", "doc.Question", "target", "filtered_resps"]
         extra = [c for c in ("parsed", "unparsed_reason", key) if c in s.columns and c not in shown]
         ranked = self.answered.sort_values(key, kind="stable") if key in s.columns else s
         return ranked[shown + extra].head(n)
 
-    def primary_metric(self) -> str:
-        s = self.samples
-        for name in ("judge_voting", "llm_as_judge_avg", "IoU", "acc", "rougeL"):
-            if s is not None and name in s.columns:
-                return name
-        return next(iter(self.task.metrics))
+    @property
+    def headline(self) -> str:
+        """The metric this run is summarised by (`evekit.tasks.headline_metric`)."""
+        metrics = self.metrics or self.compute_metrics()
+        return tasks.headline_metric(self.task, list(metrics)) or self.task.metrics[0]
 
     def plots(self) -> dict[str, Any]:
         """Figures for this task; each is shown and saved as PNG by save()."""
@@ -299,18 +297,9 @@ class TaskRun:
         assert s is not None
         figs: dict[str, Any] = {}
         title = f"{self.config.task} · {self.config.model_name}"
-        kind = getattr(self.task, "kind", None)
-        if self.task.name.startswith("mcqa") or kind == "multiple_choice":
-            figs["letter_bias.png"] = plots.letter_bias(s, title=title)
-        if kind == "classification":
-            figs["label_confusion.png"] = plots.label_confusion(s, self.task.labels, title=title)
-        if kind in ("text_to_text", "extractive_qa"):
-            figs[f"{self.task.metrics[0]}_distribution.png"] = plots.score_distribution(
-                s, self.task.metrics[0], title=title)
-        if self.task.name == "mcqa_multiple_answer":
-            figs["iou_distribution.png"] = plots.score_distribution(s, "IoU", title=title)
-        if self.task.name == "hallucination_detection":
-            figs["confusion_matrix.png"] = plots.confusion(s, title=title)
+        for spec in self.task.plots:
+            if not (spec.without_judges and self.judge_names):
+                figs[spec.file] = plots.TASK_PLOTS[spec.recipe](s, self.task, spec.metric, title)
         if self.judge_names:
             figs["judge_pass_rates.png"] = plots.judge_pass_rates(self.metrics, self.judge_names, title=title)
             if len(self.judge_names) > 1:
@@ -319,8 +308,6 @@ class TaskRun:
                 figs["judge_agreement.png"] = plots.heatmap(
                     judging.cohen_kappa_matrix(self.answered, self.judge_names),
                     title=f"Cohen's kappa between judges · {title}", vmin=-1, vmax=1, cmap="RdBu").figure
-        elif self.task.judge_kind is not None and "rougeL" in s.columns:
-            figs["rougeL_distribution.png"] = plots.score_distribution(s, "rougeL", title=title)
         self.figures = figs
         return figs
 

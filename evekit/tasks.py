@@ -1,8 +1,11 @@
-"""The six EVE tasks as data: schema, prompt, few-shot examples, parser and scorer.
+"""The task catalogue: every task evekit knows, as data, and the steps shared by all of them.
 
-A `Task` says everything that differs between tasks; the functions below it (`build_requests`,
-`score_samples`, `task_metrics`) are the same for all of them. Defaults (few-shot count,
-max_tokens, metrics) follow EVE's task definitions so results are comparable.
+A `Task` says everything that differs between tasks (schema, prompt, parser, scorer, metrics
+with the headline first, judge kind, how samples carry the context documents, plots); the
+functions below it (`build_requests`, `score_samples`, `task_metrics`, `headline_metric`) are
+the same for all of them, so nothing else branches on a task's name. Defaults (few-shot count,
+max_tokens, metrics) follow EVE's task definitions so results are comparable. Custom tasks
+(`evekit.custom`) are `Task`s built from a YAML file. See docs/ARCHITECTURE.md, "Adding a task".
 """
 from __future__ import annotations
 
@@ -11,20 +14,22 @@ import logging
 import math
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Callable, Literal, NamedTuple, Sequence
+from typing import Any, Callable, Literal, Mapping, NamedTuple, Sequence
 
 import numpy as np
 import pandas as pd
 
+from evekit import data
 from evekit import metrics as M
-from evekit.data import DataError, Item, Row, RowError, choices_of, items_from_rows, load_items, parse_list
+from evekit.data import Item, Row, choices_of, items_from_rows, parse_list
+from evekit.errors import DataError, RowError
 from evekit.parsing import format_labels, parse_hallucination, parse_letters, parse_spans, strip_think
-from evekit.stats import summarize
 from evekit.types import Api, GenerationRequest, GenerationResult
 
 __all__ = [
     "Task",
     "Parsed",
+    "PlotSpec",
     "TASKS",
     "REFUSAL_ANSWER",
     "get_task",
@@ -37,6 +42,9 @@ __all__ = [
     "score_samples",
     "task_metrics",
     "count_failures",
+    "headline_metric",
+    "metric_column",
+    "context_columns",
     "judge_case_fields",
     "span_request",
     "score_spans",
@@ -46,6 +54,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 JudgeKind = Literal["fact_check", "context", "refusal"]
+DocColumns = Literal["Doc {n}", "Context"]
 Sampler = Literal["first_n", "random"]
 
 REFUSAL_ANSWER = ("I'm sorry, but the provided context does not contain enough information to "
@@ -65,9 +74,29 @@ class Parsed(NamedTuple):
     reason: str | None
 
 
+class PlotSpec(NamedTuple):
+    """One figure of a task: `recipe` names a function of `evekit.plots.TASK_PLOTS`, drawn on the
+    samples (and `metric`, for distributions) and saved as `file`. `without_judges`: only when no
+    judge scored the run (the judges' own plots take its place)."""
+
+    recipe: str
+    file: str
+    metric: str | None = None
+    without_judges: bool = False
+
+
 @dataclass(frozen=True)
 class Task:
-    """One EVE task. Callables take and return plain values so tasks can be added as data."""
+    """One task. Callables take and return plain values so tasks can be added as data.
+
+    `metrics` lists the task's own metrics, headline first; a judged task's headline is its
+    judges' verdict (`headline_metric`). `column_roles` says which schema column the column
+    mapping parameters fill (`input`, `target`, `choices`, `context`; "Doc {n}" spreads several
+    documents over Doc 1, Doc 2, ...). `doc_columns` says how samples.csv carries the context
+    documents, named as lm-evaluation-harness flattens them (`doc.Doc 1..3` or `doc.Context`),
+    so that the win-rate judges see them in EVE's CSVs too. `head_to_head`: the answers are free
+    text that a pairwise judge can compare (win rate, ranking).
+    """
 
     name: str
     hub_id: str
@@ -84,6 +113,15 @@ class Task:
     score: Callable[[Parsed, Item], dict[str, float]] = field(default=None, repr=False)  # type: ignore[assignment]
     answer_prefix: str = "Answer:"
     completion_stop: tuple[str, ...] = ("\nQuestion:",)
+    kind: str = "eve"
+    column_roles: Mapping[str, str] = field(default_factory=dict, compare=False)
+    column_mapping: Mapping[str, Any] = field(default_factory=dict, compare=False)
+    doc_columns: DocColumns | None = None
+    plots: tuple[PlotSpec, ...] = ()
+    head_to_head: bool = False
+    labels: tuple[str, ...] = ()
+    split: str = "train"
+    config: str | None = None
 
     def shot_answer(self, item: Item) -> str:
         """What the assistant says in a few-shot example: the gold target."""
@@ -303,6 +341,9 @@ def _score_open(p: Parsed, item: Item) -> dict[str, float]:
 
 _MCQA = "The following is a multiple-choice question about Earth Observation."
 _OPEN_METRICS = ("bleu", "rougeL", "cosine")
+_MCQA_ROLES = {"input": "Question", "choices": "Choices"}
+_LETTER_BIAS = PlotSpec("letter_bias", "letter_bias.png")
+_ROUGE_WITHOUT_JUDGES = PlotSpec("score_distribution", "rougeL_distribution.png", "rougeL", without_judges=True)
 _CONTEXT_COLUMNS = ("Doc 2", "Doc 3", "Source 1", "Source 2", "Source 3",
                     "file_path_1", "file_path_2", "file_path_3")
 
@@ -316,7 +357,8 @@ TASKS: dict[str, Task] = {
             default_num_fewshot=2, default_max_tokens=10000, judge_kind=None, metrics=("acc",),
             columns=("Question", "Choices", "Answer"),
             prepare=_prep_mcqa_single, render=_render_choices, parse=_parse_mcqa(False), score=_score_single,
-            completion_stop=("\n\n", "\nQuestion:"),
+            completion_stop=("\n\n", "\nQuestion:"), kind="multiple_choice",
+            column_roles={**_MCQA_ROLES, "target": "Answer"}, plots=(_LETTER_BIAS,),
         ),
         Task(
             name="mcqa_multiple_answer",
@@ -326,7 +368,9 @@ TASKS: dict[str, Task] = {
             default_num_fewshot=2, default_max_tokens=10000, judge_kind=None, metrics=("IoU", "acc"),
             columns=("Question", "Answers", "Choices"),
             prepare=_prep_mcqa_multiple, render=_render_choices, parse=_parse_mcqa(True), score=_score_multiple,
-            completion_stop=("\n\n", "\nQuestion:"),
+            completion_stop=("\n\n", "\nQuestion:"), kind="multiple_answer",
+            column_roles={**_MCQA_ROLES, "target": "Answers"},
+            plots=(_LETTER_BIAS, PlotSpec("score_distribution", "iou_distribution.png", "IoU")),
         ),
         Task(
             name="open_ended",
@@ -334,7 +378,9 @@ TASKS: dict[str, Task] = {
             description="Answer the following question about Earth Observation accurately and completely.",
             default_num_fewshot=5, default_max_tokens=40000, judge_kind="fact_check", metrics=_OPEN_METRICS,
             columns=("Question", "Answer"),
-            prepare=_prep_open, render=_render_open, parse=_parse_open, score=_score_open,
+            prepare=_prep_open, render=_render_open, parse=_parse_open, score=_score_open, kind="open_qa",
+            column_roles={"input": "Question", "target": "Answer"}, plots=(_ROUGE_WITHOUT_JUDGES,),
+            head_to_head=True,
         ),
         Task(
             name="open_ended_w_context",
@@ -344,7 +390,9 @@ TASKS: dict[str, Task] = {
             default_num_fewshot=5, default_max_tokens=40000, judge_kind="context", metrics=_OPEN_METRICS,
             columns=("Question", "Answer", "Doc 1"), optional_columns=_CONTEXT_COLUMNS,
             prepare=_prep_context, render=_render_context, parse=_parse_open, score=_score_open,
-            completion_stop=("\nQuestion:", "\nDocument 1:"),
+            completion_stop=("\nQuestion:", "\nDocument 1:"), kind="open_qa",
+            column_roles={"input": "Question", "target": "Answer", "context": "Doc {n}"},
+            doc_columns="Doc {n}", plots=(_ROUGE_WITHOUT_JUDGES,), head_to_head=True,
         ),
         Task(
             name="refusal",
@@ -355,7 +403,9 @@ TASKS: dict[str, Task] = {
             default_num_fewshot=5, default_max_tokens=40000, judge_kind="refusal", metrics=_OPEN_METRICS,
             columns=("Question", "Context"),
             prepare=_prep_refusal, render=_render_context, parse=_parse_open, score=_score_open,
-            completion_stop=("\nQuestion:", "\nDocument 1:"),
+            completion_stop=("\nQuestion:", "\nDocument 1:"), kind="refusal",
+            column_roles={"input": "Question", "context": "Context"}, doc_columns="Context",
+            plots=(_ROUGE_WITHOUT_JUDGES,),
         ),
         Task(
             name="hallucination_detection",
@@ -367,7 +417,9 @@ TASKS: dict[str, Task] = {
             metrics=("acc", "precision", "recall", "f1"),
             columns=("Question", "Answer", "is_hallucinated"), optional_columns=("Hard labels", "Soft labels"),
             prepare=_prep_hallucination, render=_render_hallucination, parse=_parse_hallucination,
-            score=_score_hallucination, completion_stop=("\n\n", "\nQuestion:"),
+            score=_score_hallucination, completion_stop=("\n\n", "\nQuestion:"), kind="hallucination",
+            column_roles={"input": "Question", "target": "is_hallucinated"},
+            plots=(PlotSpec("confusion", "confusion_matrix.png"),),
         ),
     ]
 }
@@ -384,6 +436,56 @@ def get_task(name: str | Task) -> Task:
     if key not in TASKS:
         raise ValueError(f"unknown task {name!r}; valid tasks: {', '.join(TASKS)}")
     return TASKS[key]
+
+
+def head_to_head_tasks() -> tuple[str, ...]:
+    """The tasks whose answers a pairwise judge can compare (win rate, ranking)."""
+    return tuple(name for name, t in TASKS.items() if t.head_to_head)
+
+
+def load_items(task: Task | str, dataset: str | None = None, split: str = "train", limit: int | None = None,
+               **kwargs: Any) -> list[Item]:
+    """`evekit.data.load_items` for a task given by name or as a `Task` (see there)."""
+    return data.load_items(get_task(task), dataset, split, limit, **kwargs)
+
+
+# ---------------------------------------------------------------------------------------------
+# Headline metric: one rule, used by the notebooks, the index and the leaderboard
+
+# What a judged task is scored by, in order of preference: the panel's vote, else the one judge.
+JUDGE_HEADLINES = ("judge_voting", "llm_as_judge")
+
+
+def headline_metric(task: Task | str | None, metric_names: Sequence[str]) -> str | None:
+    """The one number a task is summarised by, among the metrics a run computed.
+
+    A judged task is scored by its judges (the majority vote, or the single judge's verdict);
+    otherwise the task's first metric (EVE's primary: IoU for several answers, acc, ...). For a
+    task evekit does not know (a results.json from elsewhere) the first computed metric.
+    """
+    names = list(metric_names)
+    known = None
+    if task is not None:
+        try:
+            known = get_task(task)
+        except ValueError:
+            known = None
+    order = list(JUDGE_HEADLINES) if known is None or known.judge_kind is not None else []
+    order += list(known.metrics) if known is not None else []
+    for name in order:
+        if name in names:
+            return name
+    return names[0] if names else None
+
+
+def metric_column(metric: str, judge_names: Sequence[str] = ()) -> str:
+    """The samples.csv column holding the per-item values of `metric` (one judge's verdict is the
+    `judge_<name>` column; every other per-item metric has its own column)."""
+    if metric == "llm_as_judge" and len(judge_names) == 1:
+        return f"judge_{judge_names[0]}"
+    if metric.startswith("llm_as_judge_") and metric[len("llm_as_judge_"):] in judge_names:
+        return f"judge_{metric[len('llm_as_judge_'):]}"
+    return metric
 
 
 # ---------------------------------------------------------------------------------------------
@@ -500,7 +602,7 @@ def score_samples(task: Task | str, items: Sequence[Item], results: Sequence[Gen
     df = pd.DataFrame(rows)
     if df.empty:
         df = pd.DataFrame(columns=SAMPLE_COLUMNS)
-    notes = M.metric_notes(task)
+    notes = M.metric_notes(task.metrics, judged=task.judge_kind is not None)
     if "cosine" in task.metrics and not df.empty:
         want = embeddings if embeddings is not None else "cosine" not in notes
         if want and "cosine" in notes:
@@ -528,33 +630,21 @@ def _add_cosine(df: pd.DataFrame, items: Sequence[Item]) -> pd.DataFrame:
     return df
 
 
-def _prf_stat(which: int) -> Callable[..., np.ndarray]:
-    def stat(data: np.ndarray, axis: int = 1) -> np.ndarray:
-        data = np.moveaxis(np.asarray(data), axis, -2)
-        return M.binary_prf(data[..., 0] > 0.5, data[..., 1] > 0.5, axis=-1)[which]
-
-    return stat
-
-
 def task_metrics(task: Task | str, df: pd.DataFrame, *, seed: int = 0, n_boot: int = 1000) -> dict[str, dict]:
-    """{metric: {"value", "ci_low", "ci_high", "n"}} with 95% percentile-bootstrap intervals.
+    """{metric: {"value", "ci_low", "ci_high", "n"}} for the task's metrics, in its order.
 
-    Failed rows and NaN values are excluded (`n` = items used). Corpus metrics (precision,
-    recall, f1) are recomputed on each resample. Metrics not computed (e.g. cosine without
-    the embeddings extra) are absent; `evekit.metrics.metric_notes(task)` says why.
+    Each metric (`evekit.metrics.get_metric`) knows its kind, which decides how it is summarised
+    and its interval computed. Failed rows and NaN values are excluded (`n` = items used).
+    Metrics not computed (e.g. cosine without the embeddings extra) are absent;
+    `evekit.metrics.metric_notes` says why.
     """
     task = get_task(task)
     used = df[~df["failed"].astype(bool)] if "failed" in df.columns else df
     out: dict[str, dict] = {}
     for name in task.metrics:
-        if name in ("precision", "recall", "f1"):
-            if not {"pred_hallucinated", "gold_hallucinated"} <= set(used.columns):
-                continue
-            pairs = used[["pred_hallucinated", "gold_hallucinated"]].to_numpy(dtype=float)
-            which = ("precision", "recall", "f1").index(name)
-            out[name] = summarize(pairs, seed=seed, n_boot=n_boot, stat=_prf_stat(which))
-        elif name in used.columns:
-            out[name] = summarize(used[name].to_numpy(dtype=float), seed=seed, n_boot=n_boot)
+        summary = M.get_metric(name).summarize(used, seed=seed, n_boot=n_boot)
+        if summary is not None:
+            out[name] = summary
     return out
 
 
@@ -567,11 +657,12 @@ def count_failures(df: pd.DataFrame) -> dict[str, int]:
 
 def context_columns(task: Task, item: Item) -> dict[str, str]:
     """The documents an item came with, named as lm-evaluation-harness flattens them (`doc.Doc 1`,
-    `doc.Context`), so a samples.csv carries them to the win-rate judges like EVE's CSVs do."""
+    `doc.Context`; the task's `doc_columns`), so a samples.csv carries them to the win-rate judges
+    like EVE's CSVs do."""
     docs = list(item.fields.get("docs") or [])
-    if task.name == "refusal":
+    if task.doc_columns == "Context":
         return {"doc.Context": docs[0] if docs else ""}
-    if task.name == "open_ended_w_context":
+    if task.doc_columns == "Doc {n}":
         return {f"doc.Doc {i}": docs[i - 1] if i <= len(docs) else "" for i in range(1, 4)}
     return {}
 

@@ -17,7 +17,8 @@ import pytest
 from evekit import custom, tasks
 from evekit.cache import ResponseCache, cache_key
 from evekit.custom import TaskFileError, load_task, task_from_dict
-from evekit.data import DataError, load_items
+from evekit.data import DataError
+from evekit.tasks import load_items
 from evekit.params import ParameterError, RunConfig
 from evekit.run import TaskRun
 from evekit.types import GenerationResult, Usage

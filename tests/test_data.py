@@ -9,7 +9,8 @@ import pandas as pd
 import pytest
 
 from evekit import data as D
-from evekit.data import DataError, load_items
+from evekit.data import DataError
+from evekit.tasks import load_items
 from evekit.tasks import REFUSAL_ANSWER, TASKS, get_task
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -92,9 +92,10 @@ def test_span_prf_rejects_spans_outside_text():
 
 
 def test_metric_notes_never_raise():
-    notes = M.metric_notes(get_task("open_ended"))
+    open_ended, mcqa = get_task("open_ended"), get_task("mcqa_single_answer")
+    notes = M.metric_notes(open_ended.metrics, judged=True)
     assert "bertscore" in notes and "offline" in notes["bertscore"]
-    assert M.metric_notes(get_task("mcqa_single_answer")) == {}
+    assert M.metric_notes(mcqa.metrics, judged=False) == {}
     if M.embeddings_unavailable():
         assert "evekit[embeddings]" in notes["cosine"]
     else:
@@ -126,3 +127,17 @@ def test_cosine_similarity_with_offline_model():
     assert sims[0] > sims[1] + 0.3  # related text is much closer than unrelated
     assert sims[2] == 0.0  # empty answers score 0
     assert math.isclose(sims[3], 1.0, abs_tol=1e-4)
+
+
+def test_every_task_metric_is_registered_with_its_kind():
+    from evekit.tasks import TASKS
+
+    for task in TASKS.values():
+        for name in task.metrics:
+            assert M.get_metric(name).kind in ("proportion", "graded_mean", "corpus", "agreement")
+    assert M.get_metric("acc").kind == "proportion" and M.get_metric("f1").kind == "corpus"
+    assert M.get_metric("llm_as_judge_strict").inputs == ("judge_strict",)
+    with pytest.raises(KeyError, match="unknown metric"):
+        M.get_metric("no_such_metric")
+    with pytest.raises(ValueError, match="already registered"):
+        M.register_metric(M.Metric("acc", "proportion", "again"))
