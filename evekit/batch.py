@@ -9,19 +9,18 @@ the server is stopped even when a notebook fails.
 from __future__ import annotations
 
 import os
-import re
 import sys
 import time
 import traceback
+import uuid
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from evekit.paths import REPO_ROOT
+from evekit.paths import REPO_ROOT, display_path
 
 SERVER_URL_PLACEHOLDER = "${EVEKIT_SERVER_URL}"
-SAVED_LINE = re.compile(r"^Saved outputs to (\S+)\s*$", re.MULTILINE)
 LAST = ("win_rate", "summary")
 
 
@@ -72,19 +71,18 @@ def notebook_defaults(notebook: Path) -> dict[str, Any]:
     return values
 
 
-def saved_output_dirs(executed_notebook: Path) -> list[Path]:
-    """Output folders announced by the notebook's save step ("Saved outputs to <dir>")."""
-    import nbformat
+def saved_output_dirs(out_root: Path, execution: str) -> list[Path]:
+    """Folders the execution `execution` saved, from the run.json records its save steps wrote.
 
-    nb = nbformat.read(executed_notebook, as_version=4)
-    dirs: list[Path] = []
-    for cell in nb.cells:
-        for out in cell.get("outputs", []):
-            text = out.get("text", "") if out.get("output_type") == "stream" else ""
-            for match in SAVED_LINE.finditer(text):
-                d = Path(match.group(1))
-                dirs.append(d if d.is_absolute() else REPO_ROOT / d)
-    return dirs
+    The runner sets `report.EXECUTION_ENV` for the notebook's kernel; every record carries it, so
+    outputs of earlier runs or of other notebooks in the same folder are not picked up.
+    """
+    from evekit.report import find_run_records
+
+    if not Path(out_root).exists():
+        return []
+    records, _ = find_run_records(out_root, execution=execution)
+    return [r.dir for r in records]
 
 
 def render_html(executed_notebook: Path, html_path: Path) -> None:
@@ -100,8 +98,11 @@ def render_html(executed_notebook: Path, html_path: Path) -> None:
 
 
 def run_one(params_file: Path, notebooks_dir: Path, server_url: str | None,
-            output_dir: str | None, html: bool) -> tuple[bool, list[Path]]:
+            output_dir: str | None, html: bool) -> tuple[bool, list[Path], Path]:
+    """Execute one parameter file; (passed, folders its save steps wrote, run folder)."""
     import papermill as pm
+
+    from evekit.report import EXECUTION_ENV, RUN_RECORD
 
     name = notebook_name(params_file)
     notebook = notebooks_dir / f"{name}.ipynb"
@@ -117,6 +118,10 @@ def run_one(params_file: Path, notebooks_dir: Path, server_url: str | None,
     executed = out_root / run_name / "notebooks" / f"{params_file.stem}.ipynb"
     executed.parent.mkdir(parents=True, exist_ok=True)
     ok = True
+    # The kernel inherits this environment variable; the records its save steps write carry it.
+    execution = f"{params_file.stem}-{uuid.uuid4().hex[:12]}"
+    previous = os.environ.get(EXECUTION_ENV)
+    os.environ[EXECUTION_ENV] = execution
     try:
         pm.execute_notebook(str(notebook), str(executed), parameters=params, cwd=str(REPO_ROOT),
                             kernel_name="python3", progress_bar=False, log_output=False)
@@ -125,7 +130,16 @@ def run_one(params_file: Path, notebooks_dir: Path, server_url: str | None,
         message = str(exc).strip().splitlines()
         print(f"  FAILED: {notebook.name} with {params_file}: {message[-1] if message else exc!r}",
               file=sys.stderr)
-    dirs = saved_output_dirs(executed) if executed.exists() else []
+    finally:
+        if previous is None:
+            os.environ.pop(EXECUTION_ENV, None)
+        else:
+            os.environ[EXECUTION_ENV] = previous
+    dirs = saved_output_dirs(out_root, execution)
+    if ok and not dirs:
+        print(f"  note: {notebook.name} with {params_file} saved no outputs (no {RUN_RECORD} was written "
+              f"under {display_path(out_root)}); its report goes to {display_path(out_root / run_name / 'failed')}",
+              file=sys.stderr)
     if html and executed.exists():
         targets = dirs or [out_root / run_name / "failed" / params_file.stem]
         for d in targets:

@@ -22,7 +22,8 @@ How it behaves, and why:
     - `concurrency` requests in a row failing that way after retries: the server went away.
 * Reasoning models: the text may come in `reasoning_content` / `reasoning` or inside
   `<think>...</think>`; that goes to `GenerationResult.reasoning` and `text` keeps the final
-  answer (empty if the model never got past its reasoning: a model failure, not ours).
+  answer (empty if the model never got past its reasoning: a model failure, not ours). This is
+  the only place `<think>` is removed (parsing.strip_think): tasks and parsers take `text` as is.
   A 200 response without choices or with invalid JSON is an infrastructure failure.
 * Every answer is written to the cache (evekit.cache) as soon as it arrives, so an
   interrupted run resumes with only the missing calls; `offline=True` replays from the cache

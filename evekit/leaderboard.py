@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from evekit import stats
-from evekit.report import format_metric, headline
+from evekit.report import format_metric, headline, write_run_record
 
 # Per-sample columns that hold 0/1 outcomes (McNemar) vs graded scores (paired bootstrap).
 BINARY = ("acc", "judge_voting", "llm_as_judge")
@@ -118,13 +118,20 @@ def usage_totals(entries: list[Entry]) -> pd.DataFrame:
 
 
 def save_summary(out_dir: Path, board: pd.DataFrame, tests: pd.DataFrame, usage: pd.DataFrame,
-                 figure: Any | None) -> Path:
-    """`summary/`: leaderboard.csv, paired_tests.csv, usage.csv and leaderboard.png."""
+                 figure: Any | None, *, run_name: str | None = None) -> Path:
+    """`summary/`: leaderboard.csv, paired_tests.csv, usage.csv, leaderboard.png and run.json.
+
+    `run_name` defaults to the parent folder's name (the notebook saves to `<output_dir>/<run_name>/summary`).
+    """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    files = ["leaderboard.csv", "paired_tests.csv", "usage.csv"]
     board.to_csv(out_dir / "leaderboard.csv", index=False)
     tests.to_csv(out_dir / "paired_tests.csv", index=False)
     usage.to_csv(out_dir / "usage.csv", index=False)
     if figure is not None:
         figure.savefig(out_dir / "leaderboard.png", dpi=110, bbox_inches="tight")
+        files.append("leaderboard.png")
+    write_run_record(out_dir, kind="summary", notebook="summary", run_name=run_name or out_dir.parent.name,
+                     files=files)
     return out_dir

@@ -5,7 +5,7 @@ the valid values, instead of failing twenty minutes later inside a model call.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import MISSING, Field, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal
 
@@ -17,38 +17,52 @@ from evekit.types import JudgeSpec
 CHOICES = {"api": ("chat", "completions"), "fewshot_sampler": ("first_n", "random")}
 
 
+def _param(default: Any = MISSING, *, help: str, factory: Any = MISSING, only: str | None = None) -> Any:
+    """A RunConfig field with its one-line help (the comment of the notebooks' parameters cell).
+
+    `only`: the one notebook kind whose parameters cell carries the field ("task" or "custom").
+    """
+    metadata = {"help": help, **({"only": only} if only else {})}
+    return field(default=default, default_factory=factory, metadata=metadata)
+
+
 @dataclass
 class RunConfig:
-    """Everything one task notebook needs; built from the notebook's parameter cell."""
+    """Everything one task notebook needs; built from the notebook's parameter cell.
 
-    task: str
-    model_name: str
-    base_url: str
-    api_key_env: str | None = None
-    api: Literal["chat", "completions"] = "chat"
-    temperature: float = 0.0
-    max_tokens: int | None = None
-    num_fewshot: int | None = None
-    fewshot_sampler: Literal["first_n", "random"] = "first_n"
-    seed: int = 1234
-    limit: int | None = None
-    dataset: str | None = None
-    split: str = "train"
-    judges: list[dict[str, Any]] = field(default_factory=list)
-    concurrency: int = 8
-    timeout: float = 120.0
-    max_retries: int = 4
-    cache_dir: str = "outputs/cache"
-    offline: bool = False
-    run_name: str = "demo"
-    output_dir: str = "outputs"
+    The fields are the parameter contract: scripts/build_notebooks.py writes the parameters cell of
+    every task notebook from them (name, default or a demo override, and `help` as the comment).
+    """
+
+    task: str = _param(help="one of the six EVE tasks", only="task")
+    model_name: str = _param(help="the model's name at the endpoint (and in outputs/)")
+    base_url: str = _param(help="any OpenAI-compatible endpoint")
+    api_key_env: str | None = _param(None, help="NAME of the environment variable holding the key")
+    api: Literal["chat", "completions"] = _param("chat", help='"chat" or "completions"')
+    temperature: float = _param(0.0, help="0.0: greedy")
+    max_tokens: int | None = _param(None, help="None: the EVE default of the task")
+    num_fewshot: int | None = _param(None, help="None: the EVE default of the task")
+    fewshot_sampler: Literal["first_n", "random"] = _param("first_n", help='"first_n" (EVE) or "random"')
+    seed: int = _param(1234, help="fixes the few-shot sample and the bootstrap intervals")
+    limit: int | None = _param(None, help="None: every item")
+    dataset: str | None = _param(None, help="a local file or a hub id")
+    split: str = _param("train", help="split of a hub dataset")
+    judges: list[dict[str, Any]] = _param(help="list of {name, model, base_url, api_key_env}", factory=list)
+    concurrency: int = _param(8, help="requests in flight at once")
+    timeout: float = _param(120.0, help="seconds per request")
+    max_retries: int = _param(4, help="retries of a failed request, with backoff")
+    cache_dir: str = _param("outputs/cache", help="every call is cached here; a rerun resumes")
+    offline: bool = _param(False, help="replay from the cache only; a miss is an error")
+    run_name: str = _param("demo", help="outputs go to <output_dir>/<run_name>/<model_name>/<task>/")
+    output_dir: str = _param("outputs", help="root folder of every run")
     # Bring your own data: the file's column names for the task's schema (None: the schema's own).
-    input_column: str | None = None
-    target_column: str | None = None
-    choices_column: str | list[str] | None = None
-    context_columns: list[str] | None = None
+    input_column: str | None = _param(None, help="your file's column names for the task's schema (None: the schema's)")
+    target_column: str | None = _param(None, help="None: the schema's")
+    choices_column: str | list[str] | None = _param(
+        None, help="one list column, or a list of columns holding one choice each")
+    context_columns: list[str] | None = _param(None, help="list of columns holding context documents")
     # A custom task (notebooks/custom_task.ipynb): its YAML file; `task` is then its name.
-    task_file: str | None = None
+    task_file: str | None = _param(None, help="evekit task YAML or an Inspect AI eval.yaml", only="custom")
 
     @classmethod
     def from_namespace(cls, namespace: dict[str, Any]) -> "RunConfig":
@@ -123,3 +137,13 @@ class RunConfig:
 
     def as_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def parameter_fields(notebook: str = "task") -> list[Field]:
+    """RunConfig's fields in the parameters cell of a `notebook` kind: "task" (the six EVE task
+    notebooks) or "custom" (custom_task.ipynb, which names a task file instead of a task)."""
+    if notebook not in ("task", "custom"):
+        raise ValueError(f"notebook={notebook!r}; use 'task' or 'custom'")
+    chosen = [f for f in fields(RunConfig) if f.metadata.get("only", notebook) == notebook]
+    # The field that names what the notebook evaluates (task or task_file) comes first.
+    return sorted(chosen, key=lambda f: "only" not in f.metadata)

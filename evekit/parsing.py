@@ -48,28 +48,37 @@ _THINK_CLOSE = re.compile(r"</think(?:ing)?>", re.IGNORECASE)
 
 
 def strip_think(text: str | None) -> tuple[str, str | None]:
-    """Split a response into (answer, reasoning).
+    """Split a response into (answer, reasoning): the one place `<think>` blocks are removed.
 
     Reasoning models wrap their chain of thought in `<think>...</think>`; only what follows is
     the answer. Handles several blocks, a closing tag without an opening one (some chat
     templates put `<think>` in the prompt) and an unclosed leading `<think>` (the model ran out
     of tokens while thinking: the answer is then empty). `reasoning` is None when there was none.
+
+    The client (evekit.client) calls it on every response, so `GenerationResult.text` is already
+    the answer and the parsers below take it as it is. Call it yourself only for texts that did
+    not come through the client (e.g. a CSV of raw responses). It repeats until nothing is left
+    to remove, so applying it again never changes an answer (`strip_think(a)[0] == a`).
     """
     if not text:
         return "", None
     reasoning: list[str] = []
-    # A closing tag with no opening tag before it: everything up to it is reasoning.
-    close = _THINK_CLOSE.search(text)
-    if close and not re.search(r"<think(?:ing)?>", text[: close.start()], re.IGNORECASE):
-        reasoning.append(text[: close.start()])
-        text = text[close.end():]
-    for m in _THINK_BLOCK.finditer(text):
-        reasoning.append(m.group(1))
-    text = _THINK_BLOCK.sub("", text)
-    m = _THINK_OPEN.match(text)
-    if m:  # unclosed: the rest is unfinished reasoning
-        reasoning.append(text[m.end():])
-        text = ""
+    while True:
+        before = text
+        # A closing tag with no opening tag before it: everything up to it is reasoning.
+        close = _THINK_CLOSE.search(text)
+        if close and not re.search(r"<think(?:ing)?>", text[: close.start()], re.IGNORECASE):
+            reasoning.append(text[: close.start()])
+            text = text[close.end():]
+        for m in _THINK_BLOCK.finditer(text):
+            reasoning.append(m.group(1))
+        text = _THINK_BLOCK.sub("", text)
+        m = _THINK_OPEN.match(text)
+        if m:  # unclosed: the rest is unfinished reasoning
+            reasoning.append(text[m.end():])
+            text = ""
+        if text == before:
+            break
     parts = [r.strip() for r in reasoning if r.strip()]
     return text.strip(), ("\n\n".join(parts) if parts else None)
 
@@ -184,9 +193,10 @@ def parse_letters(text: str | None, valid_labels: Sequence[str], multiple: bool)
 
     `valid_labels` are the item's choice labels (e.g. A-D, or A-G). `multiple` allows several
     letters (mcqa_multiple_answer); for single-answer questions several different letters make
-    the answer unusable. Letters outside the choices are returned but flagged.
+    the answer unusable. Letters outside the choices are returned but flagged. `text` is the
+    answer (`GenerationResult.text`, `<think>` already removed by the client; see strip_think).
     """
-    answer, _ = strip_think(text)
+    answer = (text or "").strip()
     valid = [str(v).strip().upper() for v in valid_labels]
     if not answer:
         return ParseResult(None, "empty response")
@@ -235,7 +245,7 @@ def parse_hallucination(text: str | None) -> ParseResult:
     letters = parse_letters(text, ["A", "B"], multiple=False)
     if letters.ok or letters.labels or letters.reason == "empty response":
         return letters
-    answer, _ = strip_think(text)
+    answer = (text or "").strip()
     best: tuple[int, int, str] | None = None
     for pattern, label in _VERDICTS:
         m = pattern.search(answer)
@@ -257,7 +267,7 @@ def parse_spans(text: str | None, answer: str) -> tuple[list[tuple[int, int]], l
     and list bullets are tolerated), or "NONE". Returns end-exclusive character spans into
     `answer` and the phrases that could not be found in it (reported, not dropped silently).
     """
-    body, _ = strip_think(text)
+    body = (text or "").strip()
     spans: list[tuple[int, int]] = []
     missing: list[str] = []
     lower = answer.lower()

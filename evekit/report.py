@@ -8,7 +8,9 @@ from __future__ import annotations
 import html
 import json
 import math
+import os
 import time
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -139,14 +141,106 @@ def to_eee(results: dict[str, Any], *, dataset: str) -> dict[str, Any]:
     })
 
 
-def write_run(out_dir: Path, samples: pd.DataFrame, results: dict[str, Any], *, dataset: str) -> Path:
-    """Write samples.csv, results.json and results.eee.jsonl into `out_dir`."""
+RUN_RECORD = "run.json"
+RUN_RECORD_SCHEMA = "evekit.run/1"
+RUN_KINDS = ("task", "win_rate", "summary")
+# Set by the batch runner around one papermill execution; the kernel inherits it, so each record
+# says which execution wrote it and the runner finds exactly that execution's outputs.
+EXECUTION_ENV = "EVEKIT_EXECUTION"
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One `run.json`: what a notebook's save step wrote, and where (`dir` is the folder it sits in)."""
+
+    dir: Path
+    kind: str
+    notebook: str
+    run_name: str
+    files: tuple[str, ...]
+    created: str
+    execution: str | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+def write_run_record(out_dir: Path, *, kind: str, notebook: str, run_name: str,
+                     files: list[str] | None = None, **details: Any) -> Path:
+    """Write `<out_dir>/run.json`, the machine-readable hand-off of a notebook's save step.
+
+    `files` are the names written into `out_dir` (None: every file there now, except run.json and
+    report.html, which the batch runner adds later). `details` are extra fields (task, model, ...).
+    """
+    if kind not in RUN_KINDS:
+        raise ValueError(f"kind={kind!r}; use one of: {', '.join(RUN_KINDS)}")
+    out_dir = Path(out_dir)
+    if files is None:
+        files = sorted(p.name for p in out_dir.iterdir() if p.is_file() and p.name not in (RUN_RECORD, "report.html"))
+    record = {
+        "schema": RUN_RECORD_SCHEMA,
+        "kind": kind,
+        "notebook": notebook,
+        "run_name": run_name,
+        "output_dir": display_path(out_dir),
+        "files": list(files),
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "execution": os.environ.get(EXECUTION_ENV),
+        "evekit_version": evekit.__version__,
+        **json_safe(details),
+    }
+    path = out_dir / RUN_RECORD
+    path.write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n")
+    return path
+
+
+def read_run_record(path: Path) -> RunRecord:
+    """Parse one run.json; ValueError names the file when it is not a record."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+        core = {k: data.pop(k) for k in ("kind", "notebook", "run_name", "files", "created")}
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise ValueError(f"{path}: not an evekit run record ({exc})") from None
+    data.pop("schema", None)
+    data.pop("output_dir", None)  # informational: the folder is where the file is (runs can be moved)
+    return RunRecord(dir=path.parent, files=tuple(core.pop("files")), execution=data.pop("execution", None),
+                     details=data, **core)
+
+
+def find_run_records(root: Path, *, execution: str | None = None) -> tuple[list[RunRecord], list[Path]]:
+    """Every run.json under `root` (only those of `execution` when given), sorted by folder.
+
+    Returns (records, unreadable files) so a caller can list a broken record instead of failing.
+    """
+    records, unreadable = [], []
+    for path in sorted(Path(root).rglob(RUN_RECORD)):
+        try:
+            record = read_run_record(path)
+        except ValueError:
+            unreadable.append(path)
+            continue
+        if execution is None or record.execution == execution:
+            records.append(record)
+    return records, unreadable
+
+
+def write_run(out_dir: Path, samples: pd.DataFrame, results: dict[str, Any], *, dataset: str,
+              figures: dict[str, Any] | None = None) -> Path:
+    """Write samples.csv, results.json, results.eee.jsonl, the figures and run.json into `out_dir`."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     samples.to_csv(out_dir / "samples.csv", index=False)
     (out_dir / "results.json").write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n")
     with open(out_dir / "results.eee.jsonl", "w") as f:
         f.write(json.dumps(to_eee(results, dataset=dataset), ensure_ascii=False) + "\n")
+    figures = figures or {}
+    for name, fig in figures.items():
+        fig.savefig(out_dir / name, dpi=110, bbox_inches="tight")
+    params = results.get("params", {})
+    # A custom task runs in notebooks/custom_task.ipynb; an EVE task in the notebook of its name.
+    write_run_record(out_dir, kind="task", notebook="custom_task" if params.get("task_file") else results["task"],
+                     run_name=str(params.get("run_name", out_dir.parent.parent.name)),
+                     files=["samples.csv", "results.json", "results.eee.jsonl", *figures],
+                     task=results["task"], model=results["model"])
     return out_dir
 
 
@@ -171,18 +265,25 @@ def headline(results: dict[str, Any]) -> tuple[str, dict[str, Any] | None]:
 
 
 def write_index(run_dir: Path) -> Path:
-    """`<run_dir>/index.html`: every report of the run with its headline number and failures."""
+    """`<run_dir>/index.html`: every report of the run with its headline number and failures.
+
+    What is listed comes from the run.json records the notebooks' save steps wrote, not from
+    guessing folder layouts; `failed/` holds the batch runner's reports of notebooks that failed.
+    """
     run_dir = Path(run_dir)
-    rows = []
-    for res_file in sorted(run_dir.glob("*/*/results.json")):
+    records, unreadable = find_run_records(run_dir)
+    rows = [f"<tr><td colspan='8'>unreadable: {html.escape(str(p.relative_to(run_dir)))}</td></tr>"
+            for p in unreadable]
+    for record in (r for r in records if r.kind == "task"):
+        res_file = record.dir / "results.json"
         try:
             res = json.loads(res_file.read_text())
             res["task"], res["model"], res["n"]
-        except (ValueError, KeyError):  # half-written or foreign file: list it, do not fail the index
+        except (OSError, ValueError, KeyError):  # half-written or foreign file: list it, do not fail the index
             rows.append(f"<tr><td colspan='8'>unreadable: {html.escape(str(res_file.relative_to(run_dir)))}</td></tr>")
             continue
         name, m = headline(res)
-        report = res_file.parent / "report.html"
+        report = record.dir / "report.html"
         link = (f'<a href="{html.escape(str(report.relative_to(run_dir)))}">report</a>'
                 if report.exists() else "no report")
         rows.append(
@@ -191,14 +292,14 @@ def write_index(run_dir: Path) -> Path:
             f"<td>{res.get('n_unparsed', 0)}</td><td>{_failed_cell(res)}</td><td>{link}</td></tr>"
         )
     extra = []
-    for report in sorted(run_dir.glob("win_rate/*/report.html")) + sorted(run_dir.glob("summary/report.html")):
-        rel = report.relative_to(run_dir)
-        label = "summary leaderboard" if rel.parts[0] == "summary" else f"win rate: {rel.parts[1]}"
-        summary = report.parent / "summary.csv"
-        note = ""
-        if summary.exists() and rel.parts[0] == "win_rate":
-            note = _win_rate_headline(summary)
-        extra.append(f'<li><a href="{html.escape(str(rel))}">{html.escape(label)}</a> {html.escape(note)}</li>')
+    # Win-rate comparisons first, then the summary (the order the batch runner runs them in).
+    for record in sorted((r for r in records if r.kind != "task"), key=lambda r: (r.kind == "summary", str(r.dir))):
+        label = "summary leaderboard" if record.kind == "summary" else f"win rate: {record.dir.name}"
+        note = _win_rate_headline(record.dir / "summary.csv") if record.kind == "win_rate" else ""
+        report = record.dir / "report.html"
+        target = (f'<a href="{html.escape(str(report.relative_to(run_dir)))}">{html.escape(label)}</a>'
+                  if report.exists() else f"{html.escape(label)} (no report)")
+        extra.append(f"<li>{target} {html.escape(note)}</li>")
     for report in sorted(run_dir.glob("failed/*/report.html")):
         rel = report.relative_to(run_dir)
         extra.append(f'<li><a href="{html.escape(str(rel))}">FAILED: {html.escape(rel.parts[1])}</a></li>')

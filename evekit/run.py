@@ -335,9 +335,7 @@ class TaskRun:
             usage=usage, params=params, notes=self.notes + [TINY_MODEL_NOTE] if self.is_demo_model else self.notes,
             extra=self._judge_extra(),
         )
-        out = report.write_run(c.out_dir, self.samples, results, dataset=self.dataset)
-        for name, fig in self.figures.items():
-            fig.savefig(out / name, dpi=110, bbox_inches="tight")
+        out = report.write_run(c.out_dir, self.samples, results, dataset=self.dataset, figures=self.figures)
         print(f"Saved outputs to {report.display_path(out)}")
         return out
 

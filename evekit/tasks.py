@@ -23,7 +23,7 @@ from evekit import data
 from evekit import metrics as M
 from evekit.data import Item, Row, choices_of, items_from_rows, parse_list
 from evekit.errors import DataError, RowError
-from evekit.parsing import format_labels, parse_hallucination, parse_letters, parse_spans, strip_think
+from evekit.parsing import format_labels, parse_hallucination, parse_letters, parse_spans
 from evekit.types import Api, GenerationRequest, GenerationResult
 
 __all__ = [
@@ -581,8 +581,7 @@ def score_samples(task: Task | str, items: Sequence[Item], results: Sequence[Gen
             if "gold_hallucinated" in scores:
                 scores["gold_hallucinated"] = float(item.fields["is_hallucinated"])
         else:
-            answer, found = strip_think(res.text or "")
-            reasoning = "\n\n".join(r for r in (res.reasoning, found) if r) or None
+            answer, reasoning = res.text or "", res.reasoning  # the client strips <think> blocks
             parsed = task.parse(answer, item)
             if not answer and reasoning and parsed.reason:
                 parsed = parsed._replace(reason=f"{parsed.reason} after reasoning (did it run out of max_tokens?)")

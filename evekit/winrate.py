@@ -955,7 +955,7 @@ def plot_agreement(comp: Comparison):
 
 def save_outputs(comparisons: Sequence[Comparison], cfg: WinRateConfig,
                  usage: dict[str, Any] | None = None) -> list[Path]:
-    """Write each comparison's folder and print "Saved outputs to <dir>" (the batch runner reads it).
+    """Write each comparison's folder with its run.json record (what the batch runner reads).
 
     metrics.json holds the metrics under EVE's names, the counts, the parameters (no secrets) and
     `usage`, the judge usage of the whole run (all comparisons share the judges' clients).
@@ -963,7 +963,7 @@ def save_outputs(comparisons: Sequence[Comparison], cfg: WinRateConfig,
     import matplotlib.pyplot as plt
 
     from evekit import plots
-    from evekit.report import display_path
+    from evekit.report import display_path, write_run_record
 
     dirs = []
     for comp in comparisons:
@@ -987,6 +987,8 @@ def save_outputs(comparisons: Sequence[Comparison], cfg: WinRateConfig,
             "usage": usage or {}, "params": cfg.as_dict(),
         }
         (d / "metrics.json").write_text(json.dumps(json_safe(record), indent=2, ensure_ascii=False) + "\n")
+        write_run_record(d, kind="win_rate", notebook="win_rate", run_name=cfg.run_name, task=cfg.task,
+                         model_a=comp.name_a, model_b=comp.name_b)
         print(f"Saved outputs to {display_path(d)}")
         dirs.append(d)
     return dirs

@@ -3,17 +3,24 @@
     python scripts/build_notebooks.py          # rewrites notebooks/<task>.ipynb without outputs
     python scripts/record_notebooks.py         # re-executes them for nbval (see that script)
 
-Edit the story here, not in the .ipynb files.
+Edit the story here, not in the .ipynb files. The parameters cell is not written by hand: it is
+generated from `evekit.params.RunConfig` (name, default, `help`), with the demo values of DEMO and
+TASKS below as overrides.
 """
 from __future__ import annotations
 
+import json
 import sys
+from dataclasses import MISSING
 from pathlib import Path
 
 import nbformat
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script: evekit from this checkout
+
+from evekit.params import parameter_fields  # noqa: E402
+from evekit.paths import REPO_ROOT as ROOT  # noqa: E402
 
 TASKS = {
     "mcqa_single_answer": dict(
@@ -58,37 +65,55 @@ DEMO_JUDGES = [
      "api_key_env": None, "temperature": 0.7},
 ]
 
+# Demo values every notebook starts from instead of RunConfig's defaults: the embedded model, replayed
+# offline from the committed recording. Names, the other defaults and the comments come from RunConfig.
+DEMO = dict(model_name="smollm2-135m-instruct", base_url="http://127.0.0.1:8080/v1", concurrency=4,
+            cache_dir="tests/fixtures/recorded_cache", offline=True, run_name="recorded")
+HEADER = ("# Parameters (papermill overrides these; see params/). Defaults replay a recorded run of the\n"
+          "# embedded model from a committed cache, so this notebook runs anywhere, offline.")
+COMMENT_COLUMN = 40  # where the comments start, as in the hand-written cells before
+
+
+def literal(value: object) -> str:
+    """Python source of a parameter value: strings in double quotes, judges one per line."""
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)  # a JSON string is a valid Python literal
+    if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+        return "[\n" + "".join(f"    {v!r},\n" for v in value) + "]"
+    return repr(value)
+
+
+def parameters_cell(notebook: str, values: dict, comments: dict | None = None, header: str = HEADER) -> str:
+    """The parameters cell: one line per RunConfig field of `notebook` ("task" or "custom"), its
+    value from `values` else RunConfig's default, its comment from `comments` else the field's help."""
+    comments = comments or {}
+    unknown = (set(values) | set(comments)) - {f.name for f in parameter_fields(notebook)}
+    if unknown:
+        raise ValueError(f"not RunConfig parameters of a {notebook} notebook: {sorted(unknown)}")
+    lines = [header]
+    for f in parameter_fields(notebook):
+        if f.name in values:
+            value = values[f.name]
+        elif f.default is not MISSING:
+            value = f.default
+        elif f.default_factory is not MISSING:
+            value = f.default_factory()
+        else:
+            raise ValueError(f"{notebook} notebook: {f.name} has no default; give it a demo value")
+        first, *rest = f"{f.name} = {literal(value)}".split("\n")
+        comment = comments.get(f.name, f.metadata.get("help"))
+        if comment:
+            first = f"{first:<{COMMENT_COLUMN - 1}} # {comment}" if len(first) < COMMENT_COLUMN - 1 else f"{first}  # {comment}"
+        lines += [first, *rest]
+    return "\n".join(lines)
+
 
 def parameters_source(task: str, spec: dict) -> str:
-    judges = DEMO_JUDGES if spec["judged"] else []
-    judges_src = "[\n" + "".join(f"    {j!r},\n" for j in judges) + "]" if judges else "[]"
-    return f'''# Parameters (papermill overrides these; see params/). Defaults replay a recorded run of the
-# embedded model from a committed cache, so this notebook runs anywhere, offline.
-task = "{task}"
-model_name = "smollm2-135m-instruct"
-base_url = "http://127.0.0.1:8080/v1"   # any OpenAI-compatible endpoint
-api_key_env = None                      # NAME of the environment variable holding the key
-api = "chat"                            # "chat" or "completions"
-temperature = 0.0
-max_tokens = {spec["max_tokens"]}                        # None: the EVE default of the task
-num_fewshot = {spec["num_fewshot"]}                        # None: the EVE default of the task
-fewshot_sampler = "first_n"             # "first_n" (EVE) or "random"
-seed = 1234
-limit = {spec["limit"]}                              # None: every item
-dataset = "data/{task}.jsonl"  # or a hub id such as "{HUB[task]}"
-split = "train"
-input_column = None                     # your file's column names for the task's schema (None: the schema's)
-target_column = None
-choices_column = None                   # one list column, or a list of columns holding one choice each
-context_columns = None                  # list of columns holding context documents
-judges = {judges_src}
-concurrency = 4
-timeout = 120.0
-max_retries = 4
-cache_dir = "tests/fixtures/recorded_cache"
-offline = True                          # replay from the cache only; a miss is an error
-run_name = "recorded"
-output_dir = "outputs"'''
+    """A task notebook's parameters: the demo values, then the task's own from TASKS."""
+    values = {**DEMO, "task": task, "dataset": f"data/{task}.jsonl", "max_tokens": spec["max_tokens"],
+              "num_fewshot": spec["num_fewshot"], "limit": spec["limit"],
+              "judges": DEMO_JUDGES if spec["judged"] else []}
+    return parameters_cell("task", values, {"dataset": f'a local file or a hub id such as "{HUB[task]}"'})
 
 
 HUB = {
@@ -162,33 +187,17 @@ def build(task: str, spec: dict, *, intro: str | None = None, params: str | None
     return nb
 
 
-CUSTOM_PARAMETERS = '''# Parameters (papermill overrides these; see params/examples/custom_task.*.yaml). Defaults replay a
-# recorded run of the embedded model on the first example task, so this notebook runs anywhere, offline.
-task_file = "params/examples/tasks/sentinel_missions.yaml"   # evekit task YAML or an Inspect AI eval.yaml
-model_name = "smollm2-135m-instruct"
-base_url = "http://127.0.0.1:8080/v1"   # any OpenAI-compatible endpoint
-api_key_env = None                      # NAME of the environment variable holding the key
-api = "chat"                            # "chat" or "completions"
-temperature = 0.0
-max_tokens = None                       # None: the task file's
-num_fewshot = None                      # None: the task file's
-fewshot_sampler = "first_n"             # "first_n" (EVE) or "random"
-seed = 1234
-limit = None                            # None: every item
-dataset = None                          # None: the task file's (a local file or a hub id)
-split = None                            # None: the task file's
-input_column = None                     # None: the task file's column mapping
-target_column = None
-choices_column = None
-context_columns = None
-judges = []                             # for open_qa tasks: list of {name, model, base_url, api_key_env}
-concurrency = 4
-timeout = 120.0
-max_retries = 4
-cache_dir = "tests/fixtures/custom_cache"
-offline = True                          # replay from the cache only; a miss is an error
-run_name = "recorded"
-output_dir = "outputs"'''
+TASK_FILES = "None: the task file's"
+CUSTOM_PARAMETERS = parameters_cell(
+    "custom",
+    {**DEMO, "task_file": "params/examples/tasks/sentinel_missions.yaml", "split": None,
+     "cache_dir": "tests/fixtures/custom_cache"},
+    {"max_tokens": TASK_FILES, "num_fewshot": TASK_FILES, "split": TASK_FILES,
+     "dataset": f"{TASK_FILES} (a local file or a hub id)", "input_column": f"{TASK_FILES} column mapping",
+     "target_column": TASK_FILES,
+     "judges": "for open_qa tasks: list of {name, model, base_url, api_key_env}"},
+    header="# Parameters (papermill overrides these; see params/examples/custom_task.*.yaml). Defaults replay a\n"
+           "# recorded run of the embedded model on the first example task, so this notebook runs anywhere, offline.")
 
 
 def build_custom() -> nbformat.NotebookNode:

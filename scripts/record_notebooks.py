@@ -21,10 +21,10 @@ from pathlib import Path
 
 import papermill as pm
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script: evekit from this checkout
 
 from evekit.cache import export_cache  # noqa: E402
+from evekit.paths import REPO_ROOT as ROOT  # noqa: E402
 from evekit.server import EmbeddedServer  # noqa: E402
 
 CACHE = ROOT / "tests" / "fixtures" / "recorded_cache"

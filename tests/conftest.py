@@ -2,11 +2,8 @@
 from __future__ import annotations
 
 import importlib.util
-from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def _local_extra_missing() -> str | None:

@@ -35,14 +35,18 @@ def test_server_url_placeholder_is_filled_in_everywhere(tmp_path):
         batch.load_params(f, None)
 
 
+SAVE = ("from pathlib import Path\nfrom evekit.report import write_run_record\n"
+        "d = Path(output_dir) / run_name / 'x' / 'good'\n"
+        "d.mkdir(parents=True, exist_ok=True)\n(d / 'results.json').write_text('{}')\n"
+        "write_run_record(d, kind='task', notebook='good', run_name=run_name, files=['results.json'])\n"
+        "print(f'Saved outputs to {d}')")
+
+
 def test_failed_notebook_is_named_exit_code_is_nonzero_and_others_still_run(tmp_path, capsys):
     nb_dir = tmp_path / "notebooks"
     nb_dir.mkdir()
     out = tmp_path / "out"
-    save = ("from pathlib import Path\nd = Path(output_dir) / run_name / 'x' / 'good'\n"
-            "d.mkdir(parents=True, exist_ok=True)\n(d / 'results.json').write_text('{}')\n"
-            "print(f'Saved outputs to {d}')")
-    _notebook(nb_dir / "good.ipynb", save)
+    _notebook(nb_dir / "good.ipynb", SAVE)
     _notebook(nb_dir / "broken.ipynb", "raise ValueError('boom in cell')")
     params = tmp_path / "params"
     params.mkdir()
@@ -62,8 +66,44 @@ def test_failed_notebook_is_named_exit_code_is_nonzero_and_others_still_run(tmp_
     assert any("value = 3" in c.source for c in executed.cells)          # parameters injected
 
 
+def test_outputs_are_found_from_the_run_records_of_that_execution_only(tmp_path, capsys):
+    from evekit.report import RUN_RECORD, read_run_record, write_run_record
+
+    nb_dir = tmp_path / "notebooks"
+    nb_dir.mkdir()
+    out = tmp_path / "out"
+    stale = out / "t" / "x" / "earlier"                                  # a record left by an earlier run
+    stale.mkdir(parents=True)
+    write_run_record(stale, kind="task", notebook="good", run_name="t", files=[])
+    _notebook(nb_dir / "good.ipynb", SAVE)
+    (tmp_path / "good.yaml").write_text("value: 3\n")
+    ok, dirs, run_dir = batch.run_one(tmp_path / "good.yaml", nb_dir, None, str(out), html=True)
+    good = out / "t" / "x" / "good"
+    assert ok and dirs == [good] and run_dir == out / "t"
+    record = read_run_record(good / RUN_RECORD)
+    assert (record.kind, record.notebook, record.run_name, record.files) == ("task", "good", "t", ("results.json",))
+    assert record.execution and record.execution.startswith("good-")   # set by the runner for the kernel
+    assert (good / "report.html").exists() and not (stale / "report.html").exists()
+    assert "EVEKIT_EXECUTION" not in __import__("os").environ           # restored after the run
+
+
+def test_notebook_that_saves_nothing_is_reported_clearly(tmp_path, capsys):
+    nb_dir = tmp_path / "notebooks"
+    nb_dir.mkdir()
+    out = tmp_path / "out"
+    # Printing the line is not saving: only a run.json record counts.
+    _notebook(nb_dir / "quiet.ipynb", "print('Saved outputs to somewhere/else')")
+    (tmp_path / "quiet.yaml").write_text("value: 1\n")
+    code = batch.run_batch([str(tmp_path / "quiet.yaml")], output_dir=str(out), notebooks_dir=str(nb_dir))
+    err = capsys.readouterr().err
+    assert code == 0
+    assert "quiet.ipynb with" in err and "saved no outputs (no run.json was written" in err
+    assert (out / "t" / "failed" / "quiet" / "report.html").exists()
+    assert "FAILED: quiet" in (out / "t" / "index.html").read_text()
+
+
 def test_index_lists_results_with_intervals_and_failures(tmp_path):
-    from evekit.report import write_index
+    from evekit.report import write_index, write_run_record
 
     run_dir = tmp_path / "demo"
     d = run_dir / "m" / "mcqa_single_answer"
@@ -72,10 +112,38 @@ def test_index_lists_results_with_intervals_and_failures(tmp_path):
         "task": "mcqa_single_answer", "model": "m", "n": 40, "n_unparsed": 3, "n_failed": 1,
         "metrics": {"acc": {"value": 0.55, "ci_low": 0.4, "ci_high": 0.7, "n": 39}}}))
     (d / "report.html").write_text("<html></html>")
+    write_run_record(d, kind="task", notebook="mcqa_single_answer", run_name="demo")
+    forgotten = run_dir / "m" / "no_record"                             # results without a record: not listed
+    forgotten.mkdir()
+    (forgotten / "results.json").write_text((d / "results.json").read_text().replace("mcqa_single_answer", "nope"))
+    s = run_dir / "summary"
+    s.mkdir()
+    (s / "report.html").write_text("<html></html>")
+    write_run_record(s, kind="summary", notebook="summary", run_name="demo")
+    (run_dir / "broken").mkdir()
+    (run_dir / "broken" / "run.json").write_text("{not json")
     page = write_index(run_dir).read_text()
     assert "0.550 [0.40, 0.70]" in page
     assert "<td>3</td><td>1</td>" in page
     assert 'href="m/mcqa_single_answer/report.html"' in page
+    assert "nope" not in page
+    assert 'href="summary/report.html">summary leaderboard' in page
+    assert "unreadable: broken/run.json" in page
+
+
+def test_run_record_schema(tmp_path):
+    from evekit.report import RUN_KINDS, read_run_record, write_run_record
+
+    (tmp_path / "a.csv").write_text("x\n")
+    (tmp_path / "report.html").write_text("")
+    path = write_run_record(tmp_path, kind="win_rate", notebook="win_rate", run_name="r", model_a="a")
+    data = json.loads(path.read_text())
+    assert {"kind", "notebook", "run_name", "output_dir", "files", "created"} <= set(data)
+    assert data["files"] == ["a.csv"] and data["model_a"] == "a"       # None: every file there but report/run.json
+    assert read_run_record(path).details["model_a"] == "a"
+    assert RUN_KINDS == ("task", "win_rate", "summary")
+    with pytest.raises(ValueError, match="use one of"):
+        write_run_record(tmp_path, kind="other", notebook="n", run_name="r")
 
 
 @pytest.mark.integration

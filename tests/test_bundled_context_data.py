@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
 import pytest
 
-DATA = Path(__file__).resolve().parent.parent / "data"
+from evekit.paths import REPO_ROOT
+
+DATA = REPO_ROOT / "data"
 
 DOC_COLUMNS = [f"Doc {i}" for i in (1, 2, 3)]
 SOURCE_COLUMNS = [f"Source {i}" for i in (1, 2, 3)]

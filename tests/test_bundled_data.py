@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
-DATA = Path(__file__).resolve().parents[1] / "data"
+from evekit.paths import REPO_ROOT
+
+DATA = REPO_ROOT / "data"
 SINGLE = DATA / "mcqa_single_answer.jsonl"
 MULTI = DATA / "mcqa_multiple_answer.jsonl"
 HALLU = DATA / "hallucination_detection.jsonl"

@@ -20,10 +20,10 @@ from evekit.custom import TaskFileError, load_task, task_from_dict
 from evekit.data import DataError
 from evekit.tasks import load_items
 from evekit.params import ParameterError, RunConfig
+from evekit.paths import REPO_ROOT as ROOT
 from evekit.run import TaskRun
 from evekit.types import GenerationResult, Usage
 
-ROOT = Path(__file__).resolve().parent.parent
 SENTINEL_TASK = "params/examples/tasks/sentinel_missions.yaml"
 MCQ_TASK = "params/examples/tasks/eo_satellite_mcq.eval.yaml"
 MODEL = "fake-model"

@@ -10,10 +10,9 @@ import pytest
 
 from evekit import data as D
 from evekit.data import DataError
+from evekit.paths import REPO_ROOT as ROOT
 from evekit.tasks import load_items
 from evekit.tasks import REFUSAL_ANSWER, TASKS, get_task
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture

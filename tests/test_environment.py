@@ -1,11 +1,10 @@
 """environment.yml (conda) and pyproject.toml (pip) must install the same thing."""
 import re
 import tomllib
-from pathlib import Path
 
 import yaml
 
-ROOT = Path(__file__).resolve().parent.parent
+from evekit.paths import REPO_ROOT as ROOT
 
 
 def _name(requirement: str) -> str:

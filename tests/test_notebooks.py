@@ -10,7 +10,8 @@ from pathlib import Path
 import papermill as pm
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from evekit.paths import REPO_ROOT as ROOT
+
 SENTINEL = "evekit-sentinel-not-a-real-key-7f3a9c0e5b1d"
 
 
@@ -54,6 +55,12 @@ def test_notebook_runs_from_any_working_directory_and_report_matches_results(tmp
     acc = results["metrics"]["acc"]
     assert f"{acc['value']:.4f}".rstrip("0") in html
     assert acc["n"] == results["n"] - results["n_failed"] and results["n"] >= 40
+    from evekit.report import find_run_records
+
+    (record,), _ = find_run_records(out)                                # the save step's hand-off
+    assert (record.kind, record.notebook, record.run_name) == ("task", "mcqa_single_answer", "recorded")
+    assert set(record.files) >= {"samples.csv", "results.json", "results.eee.jsonl", "letter_bias.png"}
+    assert all((record.dir / f).is_file() for f in record.files)
 
 
 @pytest.mark.parametrize("params, message", [

@@ -48,3 +48,59 @@ def test_server_url_placeholder_comes_from_the_environment(monkeypatch):
     monkeypatch.delenv("EVEKIT_SERVER_URL")
     with pytest.raises(ValueError, match="export EVEKIT_SERVER_URL"):
         ModelClient("m", "${EVEKIT_SERVER_URL}")
+
+
+def _build_notebooks():
+    """scripts/build_notebooks.py as a module (it is a script, not part of the package)."""
+    import importlib.util
+
+    from evekit.paths import REPO_ROOT
+
+    spec = importlib.util.spec_from_file_location("build_notebooks", REPO_ROOT / "scripts" / "build_notebooks.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _assignments(source: str) -> list[tuple[str, object]]:
+    import ast
+
+    return [(node.targets[0].id, ast.literal_eval(node.value)) for node in ast.parse(source).body]
+
+
+def _parameters_cell(nb) -> str:
+    (cell,) = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
+    return cell.source
+
+
+def test_every_runconfig_field_has_a_help_line():
+    from dataclasses import fields
+
+    assert all(f.metadata.get("help") for f in fields(RunConfig))
+
+
+@pytest.mark.parametrize("notebook", ["mcqa_single_answer", "mcqa_multiple_answer", "open_ended",
+                                      "open_ended_w_context", "refusal", "hallucination_detection", "custom_task"])
+def test_parameters_cell_is_generated_from_runconfig_and_matches_the_committed_notebook(notebook):
+    from dataclasses import fields
+
+    import nbformat
+
+    from evekit.params import parameter_fields
+    from evekit.paths import REPO_ROOT
+
+    bn = _build_notebooks()
+    kind = "custom" if notebook == "custom_task" else "task"
+    nb = bn.build_custom() if kind == "custom" else bn.build(notebook, bn.TASKS[notebook])
+    source = _parameters_cell(nb)
+    generated = _assignments(source)
+    names = [name for name, _ in generated]
+    assert names == [f.name for f in parameter_fields(kind)]            # each field once, nothing else
+    assert ({f.name for f in fields(RunConfig)} - set(names)
+            == ({"task"} if kind == "custom" else {"task_file"}))
+    if kind == "task":                                                   # the help is the comment
+        assert all(f.metadata["help"] in source for f in parameter_fields(kind))
+    if kind == "task":
+        RunConfig.from_namespace(dict(generated)).validate()             # the demo values are valid
+    committed = nbformat.read(REPO_ROOT / "notebooks" / f"{notebook}.ipynb", as_version=4)
+    assert dict(_assignments(_parameters_cell(committed))) == dict(generated)  # same names and values

@@ -24,6 +24,23 @@ ABCD = ["A", "B", "C", "D"]
 )
 def test_strip_think(text, answer, reasoning):
     assert strip_think(text) == (answer, reasoning)
+    assert strip_think(answer) == (answer, None)  # applying it again changes nothing
+
+
+def test_strip_think_removes_every_stray_closing_tag_at_once():
+    # One call does what the three layers (client, tasks, parser) used to do one tag at a time.
+    assert strip_think("a</think>b</think>C") == ("C", "a\n\nb")
+
+
+@pytest.mark.parametrize("raw, parse, expected", [
+    ("<think>It could be A. Hmm.</think>\nThe answer is B", lambda t: parse_letters(t, ABCD, multiple=False), ["B"]),
+    ("<think>Let me check the swath.</think>A", parse_hallucination, ["A"]),
+])
+def test_raw_responses_go_through_strip_think_before_the_parsers(raw, parse, expected):
+    # The client strips <think>; a text that did not come through it goes through strip_think first.
+    answer, reasoning = strip_think(raw)
+    result = parse(answer)
+    assert result.ok and result.labels == expected and reasoning
 
 
 SINGLE_OK = [
@@ -50,7 +67,6 @@ SINGLE_OK = [
     ("Option A is wrong because it is 60 m. At first I thought the answer is D, but no. "
      "Therefore, the answer is C.", "C"),
     ("Sentinel-2 MSI has 13 bands; the visible ones are at 10 m.\n\nC", "C"),
-    ("<think>It could be A. Hmm.</think>\nThe answer is B", "B"),
     ("The correct answer is: B) 786 km", "B"),
     ("B is the answer.", "B"),
     ("The answer would be option (D).", "D"),
@@ -146,7 +162,6 @@ def test_no_answer_reason():
         ("The answer is not accurate.", "A"),
         ("False", "A"),
         ("True", "B"),
-        ("<think>Let me check the swath.</think>A", "A"),
     ],
 )
 def test_hallucination_verdicts(text, label):

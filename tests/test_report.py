@@ -62,8 +62,12 @@ def test_eee_record_has_the_schema_fields_and_item_counts():
     assert details["details"]["num_failed_instances"] == "1.0"
 
 
-def test_write_run_writes_the_three_files(tmp_path):
-    out = report.write_run(tmp_path / "r", _samples(), _results(), dataset="data/x.jsonl")
-    assert sorted(p.name for p in out.iterdir()) == ["results.eee.jsonl", "results.json", "samples.csv"]
+def test_write_run_writes_the_three_files_and_its_record(tmp_path):
+    out = report.write_run(tmp_path / "r", _samples(), _results(run_name="demo"), dataset="data/x.jsonl")
+    assert sorted(p.name for p in out.iterdir()) == ["results.eee.jsonl", "results.json", "run.json", "samples.csv"]
+    record = report.read_run_record(out / "run.json")
+    assert (record.kind, record.notebook, record.run_name, record.dir) == ("task", "mcqa_single_answer", "demo", out)
+    assert record.files == ("samples.csv", "results.json", "results.eee.jsonl")
+    assert record.details["model"] == "m"
     line = (out / "results.eee.jsonl").read_text().splitlines()
     assert len(line) == 1 and json.loads(line[0])["evaluation_results"][0]["source_data"]["source_type"] == "local_file"

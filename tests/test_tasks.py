@@ -9,6 +9,7 @@ import pytest
 
 from evekit import tasks as T
 from evekit.data import Item, items_from_rows
+from evekit.parsing import strip_think
 from evekit.tasks import REFUSAL_ANSWER, SAMPLE_COLUMNS, TASKS, get_task
 from evekit.types import GenerationResult
 
@@ -193,7 +194,9 @@ def test_small_pool_warns_and_bad_sampler_raises():
 
 
 def results(*texts: str | None) -> list[GenerationResult]:
-    return [GenerationResult(text=None, error=t[6:]) if t and t.startswith("ERROR:") else GenerationResult(text=t)
+    """Results shaped as the client returns them: <think> removed into `reasoning`, `raw` as sent."""
+    return [GenerationResult(text=None, error=t[6:]) if t and t.startswith("ERROR:") else
+            GenerationResult(*strip_think(t), raw=t) if t else GenerationResult(text=t)
             for t in texts]
 
 
@@ -321,7 +324,7 @@ def test_metrics_are_seeded():
 
 def test_reasoning_without_answer_is_unparsed_with_hint():
     items = items_for("mcqa_single_answer", 2)
-    df = T.score_samples("mcqa_single_answer", items, [GenerationResult(text="<think>B or C... and then"),
+    df = T.score_samples("mcqa_single_answer", items, [*results("<think>B or C... and then"),
                                                        GenerationResult(text="", reasoning="thought a lot")])
     assert df["unparsed"].all() and (df["acc"] == 0.0).all()
     assert df["reasoning"].tolist() == ["B or C... and then", "thought a lot"]

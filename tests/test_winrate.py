@@ -16,9 +16,9 @@ from scipy.stats import binomtest  # noqa: E402
 
 from evekit import winrate as wr  # noqa: E402
 from evekit.params import ParameterError  # noqa: E402
+from evekit.paths import REPO_ROOT as ROOT  # noqa: E402
 from evekit.types import GenerationResult, JudgeSpec, Usage  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures" / "win_rate"
 BLOCK = re.compile(r"<answer_(a|b)>\n(.*?)\n</answer_\1>", re.DOTALL)
 
