@@ -21,41 +21,42 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a scri
 
 from evekit.params import parameter_fields  # noqa: E402
 from evekit.paths import REPO_ROOT as ROOT  # noqa: E402
+from evekit.tasks import TASKS as CATALOGUE  # noqa: E402
 
 TASKS = {
     "mcqa_single_answer": dict(
         title="Multiple choice, one correct answer",
         about="Each question has one correct letter. Metric: `acc` (exact letter match). An answer the "
               "model gave in an unusable form is scored wrong and listed as *unparsed*.",
-        max_tokens=16, num_fewshot=2, judged=False, limit=None),
+        max_tokens=16, num_fewshot=2, limit=None),
     "mcqa_multiple_answer": dict(
         title="Multiple choice, one or more correct answers",
         about="The model names all correct letters, separated by a comma. Metrics: `IoU` (overlap of "
               "predicted and gold sets, partial credit) and `acc` (exact set match).",
-        max_tokens=16, num_fewshot=2, judged=False, limit=None),
+        max_tokens=16, num_fewshot=2, limit=None),
     "open_ended": dict(
         title="Open-ended questions, judged by LLM judges",
         about="Free-form answers checked against a reference by strict EO fact-check judges (0 = FAIL, "
               "1 = PASS): any contradiction or a missing essential fact fails. With several judges: "
               "`llm_as_judge_<name>`, majority `judge_voting`, `llm_as_judge_avg`, `judge_agreement`, "
               "Fleiss' kappa. BLEU and ROUGE-L against the reference are shown for reference only.",
-        max_tokens=96, num_fewshot=0, judged=True, limit=12),
+        max_tokens=96, num_fewshot=0, limit=12),
     "open_ended_w_context": dict(
         title="Open-ended questions answered from context documents (RAG)",
         about="Each question comes with one to three documents. The judges check the answer against "
               "the reference and the documents with the same strict rules.",
-        max_tokens=96, num_fewshot=0, judged=True, limit=12),
+        max_tokens=96, num_fewshot=0, limit=12),
     "refusal": dict(
         title="Refusal when the context is insufficient",
         about="The context never holds the answer: the model should say so instead of inventing one. "
               "A refusal judge passes an answer that declines and fails one that answers anyway.",
-        max_tokens=64, num_fewshot=0, judged=True, limit=12),
+        max_tokens=64, num_fewshot=0, limit=12),
     "hallucination_detection": dict(
         title="Hallucination detection",
         about="The model reads a question and an answer and says whether the answer contains "
               "hallucinated (false or unsupported) information: A = yes, B = no. Metrics: `acc`, and "
               "`precision`, `recall`, `f1` with *hallucinated* as the positive class.",
-        max_tokens=8, num_fewshot=0, judged=False, limit=None),
+        max_tokens=8, num_fewshot=0, limit=None),
 }
 
 DEMO_JUDGES = [
@@ -112,18 +113,10 @@ def parameters_source(task: str, spec: dict) -> str:
     """A task notebook's parameters: the demo values, then the task's own from TASKS."""
     values = {**DEMO, "task": task, "dataset": f"data/{task}.jsonl", "max_tokens": spec["max_tokens"],
               "num_fewshot": spec["num_fewshot"], "limit": spec["limit"],
-              "judges": DEMO_JUDGES if spec["judged"] else []}
-    return parameters_cell("task", values, {"dataset": f'a local file or a hub id such as "{HUB[task]}"'})
+              "judges": DEMO_JUDGES if CATALOGUE[task].judge_kind else []}
+    return parameters_cell("task", values, {"dataset": f'a local file or a hub id such as "{CATALOGUE[task].hub_id}"'})
 
 
-HUB = {
-    "mcqa_single_answer": "eve-esa/mcqa-single-answer",
-    "mcqa_multiple_answer": "eve-esa/mcqa-multiple-answers",
-    "open_ended": "eve-esa/open-ended",
-    "open_ended_w_context": "eve-esa/open-ended-w-context",
-    "refusal": "eve-esa/refusal",
-    "hallucination_detection": "eve-esa/hallucination-detection",
-}
 
 
 def code(src: str, *tags: str):
@@ -133,7 +126,10 @@ def code(src: str, *tags: str):
     return cell
 
 
-def build(task: str, spec: dict, *, intro: str | None = None, params: str | None = None) -> nbformat.NotebookNode:
+def build(task: str, spec: dict, *, intro: str | None = None, params: str | None = None,
+          judged: bool | None = None) -> nbformat.NotebookNode:
+    """A task notebook; `judged` (default: the catalogue's judge kind) adds the judge cells."""
+    judged = CATALOGUE[task].judge_kind is not None if judged is None else judged
     cells = [
         new_markdown_cell(intro or (
                           f"# {spec['title']} (`{task}`)\n\n{spec['about']}\n\n"
@@ -153,7 +149,7 @@ def build(task: str, spec: dict, *, intro: str | None = None, params: str | None
         code("# NBVAL_IGNORE_OUTPUT\nrun.generate();"),
         code("run.counts()"),
     ]
-    if spec["judged"]:
+    if judged:
         cells += [
             new_markdown_cell("## Judge\nEach judge sees the question, the reference and the answer, "
                               "clearly delimited. A judge that fails on an item abstains there: the "
@@ -168,7 +164,7 @@ def build(task: str, spec: dict, *, intro: str | None = None, params: str | None
                           "failures (excluded):"),
         code("run.show_failures()"),
     ]
-    if spec["judged"]:
+    if judged:
         cells += [
             new_markdown_cell("## Judge agreement\nPairwise raw agreement and Cohen's kappa between judges."),
             code("run.judge_agreement()"),
@@ -209,7 +205,7 @@ def build_custom() -> nbformat.NotebookNode:
              "`eval.yaml`; see params/examples/tasks/. Batch: `papermill notebooks/custom_task.ipynb out.ipynb "
              "-f params/examples/custom_task.sentinel_missions.yaml`. Every metric comes with a 95% bootstrap "
              "confidence interval; infrastructure failures are excluded and counted, never scored as 0.")
-    return build("custom_task", {"judged": True}, intro=intro, params=CUSTOM_PARAMETERS)
+    return build("custom_task", {}, intro=intro, params=CUSTOM_PARAMETERS, judged=True)
 
 
 def build_summary() -> nbformat.NotebookNode:
@@ -253,6 +249,7 @@ def main() -> int:
     if not only or "custom_task" in only:
         nbformat.write(build_custom(), ROOT / "notebooks" / "custom_task.ipynb")
         print("wrote notebooks/custom_task.ipynb")
+    assert set(TASKS) == set(CATALOGUE), "every task of the catalogue needs its notebook text here"
     for task, spec in TASKS.items():
         if only and task not in only:
             continue

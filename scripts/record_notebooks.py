@@ -26,11 +26,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a scri
 from evekit.cache import export_cache  # noqa: E402
 from evekit.paths import REPO_ROOT as ROOT  # noqa: E402
 from evekit.server import EmbeddedServer  # noqa: E402
+from evekit.tasks import TASKS as CATALOGUE  # noqa: E402
 
 CACHE = ROOT / "tests" / "fixtures" / "recorded_cache"
 WIN_RATE_FIXTURES = ROOT / "tests" / "fixtures" / "win_rate"
-TASKS = ["mcqa_single_answer", "mcqa_multiple_answer", "open_ended", "open_ended_w_context", "refusal",
-         "hallucination_detection"]
+TASKS = list(CATALOGUE)  # every task of the catalogue has a notebook
 RECORDED = ROOT / "outputs" / "recorded"
 
 
