@@ -36,7 +36,8 @@ import numpy as np
 import pandas as pd
 from scipy.stats import binomtest
 
-from evekit.judge import extract_json, neutralise, read_prompt_file
+from evekit.judges import neutralise, read_prompt_file
+from evekit.structured import extract_json
 from evekit.params import ParameterError, resolve_path
 from evekit.report import json_safe
 from evekit.stats import wilson_ci
@@ -502,7 +503,7 @@ class ClientAsker:
 
     def __call__(self, judge: JudgeSpec, messages_list: list[list[dict[str, str]]]) -> Sequence[AskResult]:
         from evekit.client import EndpointError, ModelClient
-        from evekit.judge import ask_json
+        from evekit.structured import ask_json
 
         client = self.clients.get(judge.name)
         if client is None:
