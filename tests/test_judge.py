@@ -473,3 +473,12 @@ def test_fleiss_kappa_metric_uses_complete_samples_only():
     assert m["fleiss_kappa"]["value"] == pytest.approx(1 / 3) and m["fleiss_kappa"]["n"] == 4
     assert m["fleiss_kappa"]["ci_low"] <= 1 / 3 <= m["fleiss_kappa"]["ci_high"]
     assert J.judge_metrics(df, ["a", "b", "c"], seed=0, n_boot=300) == m  # seeded
+
+
+def test_judge_agreement_counts_only_samples_every_judge_voted_on():
+    pointwise = votes_df(a=[1, 1, 0, 1, np.nan], b=[1, 0, 0, np.nan, np.nan])
+    assert J.judge_agreement(pointwise).tolist()[:3] == [1.0, 0.0, 1.0]
+    assert J.judge_agreement(pointwise)[3:].isna().all()  # an abstention: not counted, whatever the others said
+    pairwise = pd.DataFrame({"j1": ["a", "a", "tie", None], "j2": ["a", "b", "tie", "a"]}, dtype=object)
+    assert J.judge_agreement(pairwise).tolist()[:3] == [1.0, 0.0, 1.0] and math.isnan(J.judge_agreement(pairwise)[3])
+    assert J.judge_agreement(pairwise[["j1"]]).isna().all()  # one judge agreeing with itself says nothing
