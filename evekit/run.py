@@ -177,7 +177,7 @@ class TaskRun:
     # -- judge --------------------------------------------------------------------------------
     def judge(self) -> pd.DataFrame | None:
         """Ask every judge about every answered item; a judge that fails on one abstains there."""
-        from evekit import judge as judging
+        from evekit import judges as judging
 
         if self.task.judge_kind is None:  # only the generic custom-task notebook has this cell then
             print(f"A {self.task.kind} task is scored without judges.")
@@ -224,7 +224,7 @@ class TaskRun:
 
     def judge_agreement(self) -> pd.DataFrame | None:
         """Pairwise raw agreement (upper) and Cohen's kappa (lower) between judges, plus Fleiss' kappa."""
-        from evekit import judge as judging
+        from evekit import judges as judging
 
         if len(self.judge_names) < 2:
             print("Agreement needs at least two judges.")
@@ -246,7 +246,7 @@ class TaskRun:
 
     # -- metrics ------------------------------------------------------------------------------
     def compute_metrics(self) -> dict[str, dict]:
-        from evekit import judge as judging
+        from evekit import judges as judging
 
         assert self.samples is not None, "run generate() first"
         self.metrics = dict(tasks.task_metrics(self.task, self.samples, seed=self.config.seed))
@@ -303,7 +303,7 @@ class TaskRun:
         if self.judge_names:
             figs["judge_pass_rates.png"] = plots.judge_pass_rates(self.metrics, self.judge_names, title=title)
             if len(self.judge_names) > 1:
-                from evekit import judge as judging
+                from evekit import judges as judging
 
                 figs["judge_agreement.png"] = plots.heatmap(
                     judging.cohen_kappa_matrix(self.answered, self.judge_names),
@@ -313,7 +313,7 @@ class TaskRun:
 
     # -- save ---------------------------------------------------------------------------------
     def _judge_extra(self) -> dict[str, Any] | None:
-        from evekit import judge as judging
+        from evekit import judges as judging
 
         if not self.judge_names:
             return None

@@ -53,6 +53,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
+# The pointwise kinds of `evekit.judges.KINDS` (the judge catalogue; a test keeps them in step).
 JudgeKind = Literal["fact_check", "context", "refusal"]
 DocColumns = Literal["Doc {n}", "Context"]
 Sampler = Literal["first_n", "random"]
@@ -667,7 +668,7 @@ def context_columns(task: Task, item: Item) -> dict[str, str]:
 
 
 def judge_case_fields(task: Task | str, item: Item, response: str) -> dict[str, Any]:
-    """Keyword arguments for `evekit.judge.JudgeCase` for one answered item."""
+    """Keyword arguments for `evekit.judges.JudgeCase` for one answered item."""
     task = get_task(task)
     if task.judge_kind is None:
         raise ValueError(f"task {task.name} is not judged")

@@ -9,8 +9,9 @@ import math
 
 import pytest
 
-from evekit import judge as J
-from evekit.judge import JudgeCase, JudgePanel
+from evekit import judges as J
+from evekit import structured as S
+from evekit.judges import JudgeCase, JudgePanel
 
 pytestmark = pytest.mark.integration
 
@@ -48,15 +49,15 @@ def test_embedded_model_as_two_judges(embedded_server, tmp_path):
             else:
                 assert verdict in (0.0, 1.0) and error is None
                 assert row[f"judge_{name}_raw"], "the judge's raw reply is kept"
-            assert row[f"judge_{name}_method"] in J.METHODS
+            assert row[f"judge_{name}_method"] in S.METHODS
     for _, row in df.iterrows():
         votes = [row[f"judge_{n}"] for n in ("small_a", "small_b") if not math.isnan(row[f"judge_{n}"])]
         assert row["judge_n_votes"] == len(votes)
         assert row["judge_failed"] == (not votes)
     assert df[["judge_small_a", "judge_small_b"]].notna().any().any(), "no verdict at all came back"
     for name, client in panel.clients.items():
-        method = J.remembered_method(client)
-        assert method in J.METHODS, f"judge {name}: no method worked"
+        method = S.remembered_method(client)
+        assert method in S.METHODS, f"judge {name}: no method worked"
         if method != "json_schema":  # reached by falling back: the schema call came back as an error
             assert client.usage.failures >= 1
     counts = J.judge_counts(df, ["small_a", "small_b"])

@@ -1,0 +1,197 @@
+"""The catalogue of judge kinds: each kind is data, the same panel runs them all.
+
+A kind says what its judges are shown (prompt templates and how a case is rendered), what they
+must reply (the JSON schema, a parser for prose replies, a normalizer, the reminder sent after an
+unusable reply) and how the panel's verdicts become one (its reducer, see `evekit.judges.voting`).
+
+Pointwise kinds judge one answer, verdict 1 = PASS, 0 = FAIL:
+
+- `fact_check` (open_ended): EVE's strict binary fact check against the reference answer
+  (fail on any contradiction, fail on a missing essential fact, extra correct information is
+  fine, substance over style).
+- `context` (open_ended_w_context): the same rules, with the context documents also shown.
+- `refusal`: PASS when the model declines / says the context lacks the information.
+
+The pairwise kind (`pairwise`, the win rate) compares two answers: winner "A" (the answer shown
+first), "B" or "tie".
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Callable, Literal, Sequence
+
+from evekit.judges.prompts import read_prompt_file, render_pairwise, render_pointwise
+from evekit.judges.voting import majority_vote, vote
+from evekit.structured import extract_json
+
+__all__ = ["JudgeKind", "KindName", "KINDS", "POINTWISE_KINDS", "VERDICT_SCHEMA", "PAIRWISE_SCHEMA",
+           "JUDGE_REMINDER", "PAIRWISE_REMINDER", "get_kind", "load_prompt", "parse_verdict_text",
+           "normalize_verdict", "parse_pairwise_text"]
+
+KindName = Literal["fact_check", "context", "refusal", "pairwise"]
+POINTWISE_KINDS: tuple[str, ...] = ("fact_check", "context", "refusal")
+
+# --------------------------------------------------------------------------- pointwise verdicts
+VERDICT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "reasoning": {"type": "string"},
+        "verdict": {"type": "integer", "enum": [0, 1]},
+    },
+    "required": ["reasoning", "verdict"],
+    "additionalProperties": False,
+}
+
+JUDGE_REMINDER = (
+    "Your previous reply could not be used ({reason}). Reply again with only this JSON object: "
+    '{{"reasoning": "<one or two sentences>", "verdict": 1}} for PASS or the same with '
+    '"verdict": 0 for FAIL. The verdict must be the number 0 or 1.'
+)
+
+_LABELLED = re.compile(r"verdict[\"'*\s]*(?:[:=]|is|of)?[\"'*\s]*([A-Za-z0-9.]+)", re.IGNORECASE)
+_WORD = re.compile(r"\b(PASS|FAIL)(?:ED|ES)?\b")
+_TRAILING_DIGIT = re.compile(r"(?:^|[\s:>(\[\"'*])([01])[\s.)\]\"'*]*$")
+_VALID = {"pass": 1, "passed": 1, "fail": 0, "failed": 0, "1": 1, "0": 0}
+
+
+def _verdict_value(token: Any) -> Any:
+    """Map "PASS"/"FAIL"/"1"/true to 1/0; anything else is returned unchanged (validation names it)."""
+    if isinstance(token, bool):
+        return int(token)
+    if isinstance(token, str):
+        return _VALID.get(token.strip().strip(".").lower(), token)
+    return token
+
+
+def parse_verdict_text(text: str) -> dict[str, Any] | None:
+    """Read a verdict out of a prose reply (the last step of the fallback chain).
+
+    In order: a JSON object with "verdict"; a labelled verdict ("verdict: 1", "Verdict: PASS");
+    the last upper-case PASS or FAIL; a lone 0 or 1 at the very end. A label with an unusable
+    value ("verdict: maybe", "verdict: 2") and nothing else is returned as is, so that the
+    schema check names it. None when there is no verdict at all.
+    """
+    obj = extract_json(text)
+    if obj is not None and "verdict" in obj:
+        return obj
+    reasoning = text.strip()
+    labelled = [_verdict_value(t) for t in _LABELLED.findall(text)]
+    valid = [v for v in labelled if v in (0, 1)]
+    if valid:
+        return {"reasoning": reasoning, "verdict": valid[-1]}
+    words = _WORD.findall(text)
+    if words:
+        return {"reasoning": reasoning, "verdict": 1 if words[-1] == "PASS" else 0}
+    m = _TRAILING_DIGIT.search(reasoning)
+    if m:
+        return {"reasoning": reasoning, "verdict": int(m.group(1))}
+    if labelled:
+        return {"reasoning": reasoning, "verdict": labelled[-1]}
+    return None
+
+
+def normalize_verdict(obj: dict[str, Any]) -> dict[str, Any]:
+    """Fill a missing reasoning and map "PASS"/"FAIL"/"1"/true verdicts to 1/0 before validation."""
+    obj.setdefault("reasoning", "")
+    if obj["reasoning"] is None:
+        obj["reasoning"] = ""
+    if "verdict" in obj:
+        obj["verdict"] = _verdict_value(obj["verdict"])
+    return obj
+
+
+# --------------------------------------------------------------------------- pairwise verdicts
+PAIRWISE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    # rationale first: with grammar-constrained decoding the judge reasons before it decides.
+    "properties": {
+        "rationale": {"type": "string"},
+        "winner": {"type": "string", "enum": ["A", "B", "tie"]},
+    },
+    "required": ["rationale", "winner"],
+    "additionalProperties": False,
+}
+_WINNER = re.compile(r"(?:winner|verdict|better)[\"'*\s]*(?:[:=]|is)[\"'*\s]*(?:answer\s*)?([A-Za-z]+)\b",
+                     re.IGNORECASE)
+_BRACKETED = re.compile(r"\[\[\s*(A|B|tie)\s*\]\]", re.IGNORECASE)
+PAIRWISE_REMINDER = (
+    "Your previous reply could not be used ({reason}). Reply again with only this JSON object: "
+    '{{"rationale": "<one or two sentences>", "winner": "A"}}, where "winner" is "A", "B" or "tie".'
+)
+
+
+def parse_pairwise_text(text: str) -> dict[str, Any] | None:
+    """A verdict from a prose reply (last step of ask_json's chain): JSON, "winner: A", or "[[A]]"."""
+    obj = extract_json(text)
+    if obj is not None and "winner" in obj:
+        return obj
+    found = _WINNER.findall(text) or _BRACKETED.findall(text)
+    return {"rationale": text.strip(), "winner": found[-1]} if found else None
+
+
+# --------------------------------------------------------------------------- the catalogue
+@dataclass(frozen=True)
+class JudgeKind:
+    """One kind of judge, as data: what it is shown, what it must reply, how its votes combine.
+
+    `render(case, index)` gives the chat for one case; `schema` (named `schema_name` in the
+    request) is what the reply must match, `text_parser` reads prose replies, `normalize` (may be
+    None) fixes a parsed reply up before validation, `reminder` follows an unusable reply;
+    `verdict_key` / `reasoning_key` name the verdict and its justification in the reply; `reduce`
+    combines the verdicts cast for one sample; `binary`: verdicts 0/1 (pass rates, averages)
+    rather than labels; `desc` labels progress bars.
+    """
+
+    name: str
+    templates: tuple[str, ...]
+    render: Callable[[Any, int], list[dict[str, str]]]
+    schema: dict[str, Any]
+    text_parser: Callable[[str], dict[str, Any] | None]
+    normalize: Callable[[dict[str, Any]], dict[str, Any]] | None
+    reminder: str
+    verdict_key: str
+    reasoning_key: str
+    reduce: Callable[[Sequence[Any]], Any]
+    binary: bool
+    schema_name: str = "verdict"
+    desc: str = "judge"
+
+    def value(self, parsed: dict[str, Any]) -> Any:
+        """The verdict of a validated reply: 1.0 / 0.0 for binary kinds, else the label."""
+        v = parsed[self.verdict_key]
+        return float(v) if self.binary else v
+
+
+def _pointwise(name: str) -> JudgeKind:
+    return JudgeKind(
+        name=name, templates=(f"judge_{name}.txt",),
+        render=lambda case, index=0: render_pointwise(name, case, index),
+        schema=VERDICT_SCHEMA, text_parser=parse_verdict_text, normalize=normalize_verdict,
+        reminder=JUDGE_REMINDER, verdict_key="verdict", reasoning_key="reasoning", reduce=vote, binary=True,
+    )
+
+
+KINDS: dict[str, JudgeKind] = {
+    **{name: _pointwise(name) for name in POINTWISE_KINDS},
+    "pairwise": JudgeKind(
+        name="pairwise", templates=("pairwise.txt", "pairwise_context.txt"), render=render_pairwise,
+        schema=PAIRWISE_SCHEMA, text_parser=parse_pairwise_text, normalize=None, reminder=PAIRWISE_REMINDER,
+        verdict_key="winner", reasoning_key="rationale", reduce=majority_vote, binary=False,
+        schema_name="pairwise_verdict", desc="pairwise judge",
+    ),
+}
+
+
+def get_kind(kind: str | JudgeKind) -> JudgeKind:
+    """The catalogue entry of `kind` (a name or a JudgeKind)."""
+    if isinstance(kind, JudgeKind):
+        return kind
+    if kind not in KINDS:
+        raise ValueError(f"unknown judge kind {kind!r}; expected one of {tuple(KINDS)}")
+    return KINDS[kind]
+
+
+def load_prompt(kind: str) -> tuple[str, str]:
+    """(system, user) template of a kind (its first template: without context for pairwise)."""
+    return read_prompt_file(get_kind(kind).templates[0])

@@ -1,0 +1,153 @@
+"""One panel of LLM judges for every judge kind: clients, structured verdicts, abstentions, votes.
+
+The panel owns what is the same for every kind: one cached `ModelClient` per judge (a judge may
+set its own `temperature` and `api`), the judges running concurrently, the structured-output
+fallback chain (`evekit.structured.ask_json`) with the kind's schema, parser and reminder, and
+abstention: a judge whose endpoint is unusable (`EndpointError`) abstains on every case with the
+reason and a warning, and an unusable reply is an abstention with its reason, never a verdict.
+"""
+from __future__ import annotations
+
+import re
+import warnings
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from evekit.errors import EndpointError, ParameterError
+from evekit.judges.kinds import JudgeKind, KindName, get_kind
+from evekit.judges.voting import add_vote_columns
+from evekit.structured import JsonAnswer, ask_json
+from evekit.types import JudgeSpec, Usage
+
+__all__ = ["JudgePanel", "validate_judges", "judge_columns"]
+
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*")
+
+
+def validate_judges(judges: Sequence[JudgeSpec | dict]) -> list[JudgeSpec]:
+    """The judges as JudgeSpecs; at least one, unique names of letters, digits, '_', '-', '.'.
+
+    Names become column names (judge_<name>) and file names, hence the restriction.
+    """
+    try:
+        specs = [JudgeSpec.from_dict(j) for j in judges]
+    except (ValueError, TypeError, AttributeError) as exc:
+        raise ParameterError(str(exc)) from None
+    if not specs:
+        raise ParameterError("a judge panel needs at least one judge")
+    names = [s.name for s in specs]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise ParameterError(f"judge names must be unique; repeated: {', '.join(dupes)}")
+    bad = [n for n in names if not _NAME.fullmatch(n)]
+    if bad:
+        raise ParameterError(f"judge names may only use letters, digits, '_', '-', '.': {bad}")
+    return specs
+
+
+class JudgePanel:
+    """One or more LLM judges of one kind, each with its own model, endpoint and key variable.
+
+    Judges run concurrently (one thread per judge; each client is concurrent itself). `clients`
+    maps judge name -> an object with `.generate(requests, desc)` and `.usage` (default: one
+    `evekit.client.ModelClient` per judge built from the settings below).
+    """
+
+    def __init__(self, judges: Sequence[JudgeSpec | dict], kind: KindName | JudgeKind, *,
+                 concurrency: int = 8, timeout: float = 120.0, max_retries: int = 4,
+                 cache_dir: Any = None, offline: bool = False, temperature: float = 0.0,
+                 max_tokens: int = 512, progress: bool = True,
+                 clients: Mapping[str, Any] | None = None) -> None:
+        self.kind = get_kind(kind)
+        self.specs = validate_judges(judges)
+        self.temperature = temperature
+        self.max_tokens = max_tokens
+        if clients is None:
+            from evekit.client import ModelClient
+            clients = {s.name: ModelClient(s.model, s.base_url, s.api_key_env, concurrency=concurrency,
+                                           timeout=timeout, max_retries=max_retries, cache_dir=cache_dir,
+                                           offline=offline, name=f"judge {s.name}", progress=progress)
+                       for s in self.specs}
+        missing = [n for n in self.names if n not in clients]
+        if missing:
+            raise ValueError(f"no client for judge(s) {missing}")
+        self.clients = dict(clients)
+
+    @property
+    def names(self) -> list[str]:
+        return [s.name for s in self.specs]
+
+    @property
+    def usage(self) -> Usage:
+        """Requests, cache hits and tokens of all judges together."""
+        total = Usage()
+        for c in self.clients.values():
+            total = total.add(c.usage)
+        return total
+
+    def usage_by_judge(self) -> dict[str, dict[str, Any]]:
+        """Per judge name: its usage as a dict (requests, cache hits, tokens, ...)."""
+        return {s.name: self.clients[s.name].usage.as_dict() for s in self.specs}
+
+    def close(self) -> None:
+        """Close the clients' caches."""
+        for c in self.clients.values():
+            if hasattr(c, "close"):
+                c.close()
+
+    def _ask(self, spec: JudgeSpec, messages: list[list[dict[str, str]]]) -> list[JsonAnswer]:
+        k = self.kind
+        try:
+            return ask_json(self.clients[spec.name], messages, k.schema, max_tokens=self.max_tokens,
+                            temperature=self.temperature if spec.temperature is None else spec.temperature,
+                            name=k.schema_name, text_parser=k.text_parser, normalize=k.normalize,
+                            reminder=k.reminder, api=spec.api, desc=f"{k.desc} {spec.name}")
+        except EndpointError as e:  # every case abstains, with the reason; the run goes on
+            warnings.warn(f"judge {spec.name!r} is unusable, all its verdicts are abstentions: {e}",
+                          stacklevel=3)
+            return [JsonAnswer(None, None, "", f"judge endpoint unusable: {e}")] * len(messages)
+
+    def ask(self, messages: Sequence[list[dict[str, str]]]) -> dict[str, list[JsonAnswer]]:
+        """Every judge's answer to every rendered chat: judge name -> one JsonAnswer per chat."""
+        messages = list(messages)
+        if not messages:
+            return {n: [] for n in self.names}
+        with ThreadPoolExecutor(max_workers=len(self.specs)) as pool:
+            return dict(zip(self.names, pool.map(lambda s: self._ask(s, messages), self.specs)))
+
+    def judge(self, cases: Sequence[Any]) -> pd.DataFrame:
+        """One row per case, in order (cases as the kind renders them: JudgeCase or PairCase).
+
+        Columns per judge N: judge_N (the verdict: 1.0 / 0.0 for pointwise kinds, "A" / "B" /
+        "tie" for pairwise; NaN / None = abstained), judge_N_reasoning, judge_N_raw (the judge's
+        reply as sent), judge_N_error (why it abstained), judge_N_method (json_schema |
+        json_object | text). Then the kind's vote judge_voting (NaN / None when nobody voted),
+        llm_as_judge_avg (binary kinds: mean of the votes cast), judge_agreement (see
+        `voting.judge_agreement`), judge_n_votes and judge_failed (no usable vote).
+        """
+        k = self.kind
+        messages = [k.render(c, i) for i, c in enumerate(cases)]
+        if not messages:
+            return pd.DataFrame(columns=judge_columns(self.names, k))
+        missing = np.nan if k.binary else None
+        df = pd.DataFrame(index=range(len(cases)))
+        for name, ans in self.ask(messages).items():
+            df[f"judge_{name}"] = pd.Series([k.value(a.parsed) if a.parsed else missing for a in ans],
+                                            dtype=float if k.binary else object)
+            df[f"judge_{name}_reasoning"] = [a.parsed.get(k.reasoning_key, "") if a.parsed else None for a in ans]
+            df[f"judge_{name}_raw"] = [a.raw for a in ans]
+            df[f"judge_{name}_error"] = [a.error for a in ans]
+            df[f"judge_{name}_method"] = [a.method for a in ans]
+        return add_vote_columns(df, self.names, reduce=k.reduce, binary=k.binary)
+
+
+def judge_columns(names: Sequence[str], kind: KindName | JudgeKind = "fact_check") -> list[str]:
+    """The columns of `JudgePanel.judge` for these judges, in order."""
+    cols = []
+    for n in names:
+        cols += [f"judge_{n}", f"judge_{n}_reasoning", f"judge_{n}_raw", f"judge_{n}_error", f"judge_{n}_method"]
+    average = ["llm_as_judge_avg"] if get_kind(kind).binary else []
+    return cols + ["judge_voting", *average, "judge_agreement", "judge_n_votes", "judge_failed"]

@@ -1,0 +1,297 @@
+"""Structured output from any OpenAI-compatible server: one JSON object per conversation.
+
+Servers differ in what they accept: hosted APIs take `response_format={"type": "json_schema"}`,
+llama.cpp's server answers that with HTTP 500 but constrains `{"type": "json_object", "schema"}`,
+and some servers take neither. `ask_json` walks that fallback chain (json_schema -> json_object
+-> text), remembers per client which method worked, retries an unusable reply once with a
+reminder, and validates every answer against the schema. It sits right above the model client
+(evekit.client) and knows nothing about judges: the judges (evekit.judges) bring the schema, the
+text parser and the reminder.
+"""
+from __future__ import annotations
+
+import json
+import re
+import threading
+import weakref
+from typing import Any, Callable, NamedTuple, Sequence
+
+import jsonschema
+
+from evekit.errors import CacheMiss
+from evekit.types import GenerationRequest, GenerationResult
+
+__all__ = ["METHODS", "DEFAULT_REMINDER", "JsonAnswer", "ask_json", "response_format", "extract_json",
+           "remembered_method", "forget_method"]
+
+METHODS: tuple[str, ...] = ("json_schema", "json_object", "text")
+
+DEFAULT_REMINDER = (
+    "Your previous reply could not be used ({reason}). Reply again with only a JSON object "
+    "with the keys {keys}, as instructed."
+)
+
+
+class JsonAnswer(NamedTuple):
+    """One answer of `ask_json`; unpacks as `(parsed, raw, method, error)`.
+
+    `parsed` is the validated dict (None when unusable); `raw` is the model's last reply as the
+    server sent it (None when no reply came back); `method` is the structured-output method of
+    the last call; `error` says why `parsed` is None (infrastructure failure or unusable reply).
+    """
+
+    parsed: dict[str, Any] | None
+    raw: str | None
+    method: str
+    error: str | None
+
+
+# Which method worked, per client object (so each judge pays for the probing only once).
+_METHOD_MEMORY: "weakref.WeakKeyDictionary[Any, str]" = weakref.WeakKeyDictionary()
+_MEMORY_LOCK = threading.Lock()
+
+
+def remembered_method(client: Any) -> str | None:
+    """The structured-output method that last worked for `client`, or None if not probed yet."""
+    with _MEMORY_LOCK:
+        return _METHOD_MEMORY.get(client)
+
+
+def forget_method(client: Any) -> None:
+    """Forget what worked for `client` (the next `ask_json` probes the chain again)."""
+    with _MEMORY_LOCK:
+        _METHOD_MEMORY.pop(client, None)
+
+
+def _remember(client: Any, method: str) -> None:
+    with _MEMORY_LOCK:
+        _METHOD_MEMORY[client] = method
+
+
+def response_format(method: str, schema: dict[str, Any], name: str = "verdict") -> dict[str, Any] | None:
+    """The OpenAI `response_format` for one method of the chain (None for plain text)."""
+    if method == "json_schema":
+        return {"type": "json_schema", "json_schema": {"name": name, "schema": schema, "strict": True}}
+    if method == "json_object":
+        # llama.cpp's server rejects json_schema (HTTP 500) but constrains json_object to `schema`.
+        return {"type": "json_object", "schema": schema}
+    if method == "text":
+        return None
+    raise ValueError(f"unknown structured-output method {method!r}; expected one of {METHODS}")
+
+
+_FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL | re.IGNORECASE)
+
+
+def extract_json(text: str | None) -> dict[str, Any] | None:
+    """The JSON object in a reply: the whole text, a ```json fence, or else the last {...} in it."""
+    if not text or not text.strip():
+        return None
+    candidates = [text.strip()] + [m.strip() for m in _FENCE.findall(text)]
+    for c in candidates:
+        try:
+            obj = json.loads(c)
+        except ValueError:
+            continue
+        if isinstance(obj, dict):
+            return obj
+    decoder, found, pos = json.JSONDecoder(), None, 0
+    while (start := text.find("{", pos)) != -1:
+        try:
+            obj, end = decoder.raw_decode(text, start)
+        except ValueError:
+            pos = start + 1
+            continue
+        if isinstance(obj, dict):
+            found = obj
+        pos = end
+    return found
+
+
+def _coerce(obj: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
+    """Forgive harmless type slips ("1" or 1.0 for 1, "a" for enum "A"); drop unknown keys."""
+    props: dict[str, Any] = schema.get("properties", {})
+    out = {k: v for k, v in obj.items() if not props or k in props}
+    for key, sub in props.items():
+        if key not in out:
+            continue
+        v = out[key]
+        if sub.get("type") == "integer" and not isinstance(v, bool):
+            if isinstance(v, float) and v.is_integer():
+                v = int(v)
+            elif isinstance(v, str) and re.fullmatch(r"\s*-?\d+\s*", v):
+                v = int(v)
+        elif sub.get("type") == "string" and "enum" in sub and isinstance(v, str):
+            for option in sub["enum"]:
+                if isinstance(option, str) and option.lower() == v.strip().lower():
+                    v = option
+        out[key] = v
+    return out
+
+
+def _check(obj: dict[str, Any] | None, schema: dict[str, Any],
+           normalize: Callable[[dict[str, Any]], dict[str, Any]] | None,
+           method: str) -> tuple[dict | None, str | None]:
+    if obj is None:
+        return None, "no JSON object in the reply" if method != "text" else "nothing usable in the reply"
+    if normalize is not None:
+        obj = normalize(dict(obj))
+    obj = _coerce(obj, schema)
+    try:
+        jsonschema.validate(obj, schema)
+    except jsonschema.ValidationError as e:
+        where = "/".join(str(p) for p in e.absolute_path)
+        return None, f"reply does not match the schema: {e.message}" + (f" (at {where})" if where else "")
+    return obj, None
+
+
+class _Attempt(NamedTuple):
+    answer: JsonAnswer
+    infra: bool  # True: the call itself failed (no reply); False: reply came back
+
+
+def _interpret(res: GenerationResult, method: str, schema: dict[str, Any],
+               text_parser: Callable[[str], dict | None],
+               normalize: Callable[[dict], dict] | None) -> _Attempt:
+    if res.failed:
+        return _Attempt(JsonAnswer(None, None, method, f"call failed ({method}): {res.error}"), True)
+    raw = res.raw if res.raw is not None else res.text
+    text = res.text or ""
+    if not text.strip():
+        return _Attempt(JsonAnswer(None, raw, method, f"unusable reply ({method}): empty reply"), False)
+    obj = extract_json(text) if method != "text" else text_parser(text)
+    parsed, err = _check(obj, schema, normalize, method)
+    if err:
+        return _Attempt(JsonAnswer(None, raw, method, f"unusable reply ({method}): {err}"), False)
+    return _Attempt(JsonAnswer(parsed, raw, method, None), False)
+
+
+def _to_prompt(messages: Sequence[dict[str, str]]) -> str:
+    return "\n\n".join(m["content"] for m in messages) + "\n"
+
+
+def ask_json(
+    client: Any,
+    messages: Sequence[Sequence[dict[str, str]]],
+    schema: dict[str, Any],
+    *,
+    max_tokens: int,
+    temperature: float = 0.0,
+    name: str = "verdict",
+    text_parser: Callable[[str], dict[str, Any] | None] | None = None,
+    normalize: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+    reminder: str = DEFAULT_REMINDER,
+    methods: Sequence[str] = METHODS,
+    api: str = "chat",
+    desc: str = "",
+    max_probe: int = 3,
+) -> list[JsonAnswer]:
+    """Ask a model for one JSON object per conversation, whatever structured output it supports.
+
+    `messages[i]` is the chat (list of {"role","content"}) for item i; the result list has one
+    `JsonAnswer(parsed, raw, method, error)` per item, in order (a plain tuple unpacking works).
+
+    Why a chain: hosted APIs take `response_format={"type":"json_schema",...}`, llama.cpp's
+    server answers that with HTTP 500 but takes `{"type":"json_object","schema":...}`, and some
+    servers take neither. So:
+
+    1. Probe: while nothing is known for this `client`, items are sent one at a time through
+       `methods` (default json_schema -> json_object -> text); the first method that returns a
+       reply matching `schema` is remembered for this client object (`remembered_method`), so
+       later items and later calls pay one call each. At most `max_probe` items are probed; if
+       none succeeds, the rest go out with the last method of the chain.
+    2. The remaining items go out in one batch (`client.generate`, concurrent) with that method.
+    3. A reply that came back but is unusable (empty, no JSON, fails `schema`: e.g. a verdict of
+       2 or "maybe") is retried once with `reminder` appended (`{reason}` and `{keys}` are
+       filled in). An infrastructure failure (result with `.error`, after the client's own
+       retries) is not retried again here.
+    Whatever is still unusable comes back with `parsed=None` and the reason in `error`; nothing
+    is raised for a bad item, so a run always finishes. Config errors (`EndpointError`) and
+    offline cache misses (`CacheMiss`, except for methods skipped while probing) do propagate.
+
+    Parsing: for the JSON methods the reply must contain a JSON object (whole text, ```json
+    fence or the last {...}); for "text", `text_parser(reply)` (default: the same JSON
+    extraction) turns prose into a dict. `normalize(dict)` may then fix up the dict (e.g. map
+    "PASS" to 1) before harmless type slips are coerced ("1" -> 1, "a" -> enum "A"), unknown keys
+    dropped and the result validated against `schema` with jsonschema.
+
+    `api="completions"` sends the messages joined into one prompt and uses only "text".
+    """
+    msgs = [tuple(dict(m) for m in conv) for conv in messages]
+    if not msgs:
+        return []
+    for m in methods:
+        response_format(m, schema)  # validates the method names
+    chain = tuple(methods) if api == "chat" else ("text",)
+    if not chain:
+        raise ValueError("ask_json needs at least one method")
+    parser = text_parser or extract_json
+    keys = ", ".join(f'"{k}"' for k in schema.get("properties", {}))
+
+    def call(idxs: list[int], method: str, extra: dict[int, tuple[dict, ...]] | None = None) -> dict[int, _Attempt]:
+        fmt = response_format(method, schema, name)
+        reqs = []
+        for i in idxs:
+            conv = msgs[i] + (extra or {}).get(i, ())
+            if api == "chat":
+                reqs.append(GenerationRequest(messages=conv, temperature=temperature,
+                                              max_tokens=max_tokens, response_format=fmt))
+            else:
+                reqs.append(GenerationRequest(prompt=_to_prompt(conv), temperature=temperature,
+                                              max_tokens=max_tokens))
+        results = client.generate(reqs, desc=desc or f"{name} ({method})")
+        return {i: _interpret(r, method, schema, parser, normalize) for i, r in zip(idxs, results)}
+
+    def remind(attempts: dict[int, _Attempt], method: str) -> dict[int, _Attempt]:
+        bad = [i for i, a in attempts.items() if a.answer.parsed is None and not a.infra]
+        if not bad:
+            return attempts
+        extra = {}
+        for i in bad:
+            reason = (attempts[i].answer.error or "").split(": ", 1)[-1]
+            extra[i] = ({"role": "assistant", "content": attempts[i].answer.raw or ""},
+                        {"role": "user", "content": reminder.format(reason=reason, keys=keys)})
+        retried = call(bad, method, extra)
+        for i, a in retried.items():
+            if a.answer.parsed is None:  # keep both reasons: first reply and retry
+                first, again = attempts[i].answer.error, a.answer.error
+                error = f"{again} (also after a reminder)" if again == first else \
+                    f"{again}, after a reminder (first reply: {first})"
+                a = _Attempt(a.answer._replace(error=error), a.infra)
+            attempts[i] = a
+        return attempts
+
+    out: list[JsonAnswer | None] = [None] * len(msgs)
+    todo = list(range(len(msgs)))
+    known = remembered_method(client)
+    known = known if known in chain else None
+    probes = 0
+    while known is None and todo and probes < max_probe:
+        i = todo.pop(0)
+        probes += 1
+        errors, misses, last = [], [], None
+        for k, method in enumerate(chain):
+            try:
+                attempt = call([i], method)
+            except CacheMiss as e:  # offline replay: this method was not the one recorded
+                misses.append(e)
+                continue
+            if k == len(chain) - 1:
+                attempt = remind(attempt, method)
+            last = attempt[i]
+            if last.answer.parsed is not None:
+                known = method
+                _remember(client, method)
+                break
+            errors.append(last.answer.error)
+        if last is None:
+            raise misses[-1]
+        if known is None and len(errors) > 1:
+            last = _Attempt(last.answer._replace(error="; ".join(errors)), last.infra)
+        out[i] = last.answer
+    if todo:
+        method = known or chain[-1]
+        done = remind(call(todo, method), method)
+        for i, a in done.items():
+            out[i] = a.answer
+    return [a for a in out if a is not None]

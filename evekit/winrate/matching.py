@@ -1,0 +1,226 @@
+"""Reading the two models' answer CSVs and pairing their rows by question.
+
+Accepts evekit's samples.csv and the CSVs of EVE's evalkit / lm-evaluation-harness (columns
+doc.Question, target, filtered_resps; optional failed, error, doc_id and context columns).
+Nothing is dropped silently: rows without a partner and pairs whose generation failed are kept
+in the `Comparison` with the reason.
+"""
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from evekit.errors import ParameterError
+from evekit.paths import resolve_path
+
+if TYPE_CHECKING:
+    from evekit.winrate.config import WinRateConfig
+
+__all__ = ["REQUIRED_COLUMNS", "ModelSpec", "Comparison", "normalize_ws", "unwrap_response", "read_answers",
+           "match_files", "load_comparisons", "safe_name"]
+
+REQUIRED_COLUMNS = ("doc.Question", "target", "filtered_resps")
+_TRUE = {"true", "1", "yes", "y", "t"}
+_FALSE = {"false", "0", "no", "n", "f", ""}
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """One side of a comparison: a display name and the CSV with that model's answers."""
+
+    name: str
+    file: str
+
+    @classmethod
+    def from_dict(cls, d: "dict[str, Any] | ModelSpec", side: str) -> "ModelSpec":
+        if isinstance(d, ModelSpec):
+            return d
+        if not isinstance(d, dict) or not d.get("name") or not d.get("file"):
+            raise ParameterError(f"{side}: each entry needs `name` and `file`, got {d!r}")
+        return cls(name=str(d["name"]), file=str(d["file"]))
+
+
+def normalize_ws(text: Any) -> str:
+    """Collapse runs of whitespace and trim: the form in which questions and answers are compared."""
+    return " ".join(str(text).split())
+
+
+def unwrap_response(value: Any) -> str:
+    """The answer text of a `filtered_resps` cell.
+
+    lm-evaluation-harness (and EVE's evalkit) write it as a stringified list, "['answer']";
+    evekit writes the plain text. Only a cell that parses as a Python list is unwrapped.
+    """
+    if value is None or (isinstance(value, float) and np.isnan(value)):
+        return ""
+    text = str(value)
+    stripped = text.strip()
+    if stripped.startswith("[") and stripped.endswith("]"):
+        try:
+            parsed = ast.literal_eval(stripped)
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            return text
+        if isinstance(parsed, list):
+            while len(parsed) == 1 and isinstance(parsed[0], list):  # [['x']] from some harness versions
+                parsed = parsed[0]
+            return "" if not parsed else str(parsed[0]) if len(parsed) == 1 else "\n".join(map(str, parsed))
+    return text
+
+
+def _parse_failed(value: str, path: Path, row: int) -> bool:
+    v = str(value).strip().lower()
+    if v in _TRUE:
+        return True
+    if v in _FALSE or v == "nan":
+        return False
+    raise ValueError(f"{path}: row {row}, column 'failed': expected True/False, got {value!r}")
+
+
+def read_answers(path: str | Path) -> pd.DataFrame:
+    """One model's answers from a samples CSV (evekit, EVE evalkit or lm-evaluation-harness).
+
+    Returns columns row (1-based data row), doc_id, question, key (normalised question), target,
+    answer, failed, error. A missing column is an error naming the file and listing its columns.
+    """
+    path = resolve_path(path)
+    try:
+        raw = pd.read_csv(path, dtype=str, keep_default_na=False)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"answers file not found: {path}") from None
+    except pd.errors.EmptyDataError:
+        raise ValueError(f"{path}: the file is empty (expected columns {', '.join(REQUIRED_COLUMNS)})") from None
+    lower = {c.lower(): c for c in raw.columns}
+    cols = {need: need if need in raw.columns else lower.get(need.lower()) for need in REQUIRED_COLUMNS}
+    missing = [need for need, have in cols.items() if have is None]
+    if missing:
+        raise ValueError(f"{path}: missing column(s) {', '.join(map(repr, missing))}; "
+                         f"the file has columns: {', '.join(map(repr, raw.columns))}")
+    failed_col = lower.get("failed")
+    error_col = lower.get("error")
+    df = pd.DataFrame({
+        "row": np.arange(1, len(raw) + 1),
+        "doc_id": raw[lower["doc_id"]] if "doc_id" in lower else pd.Series(range(len(raw)), dtype=str),
+        "question": raw[cols["doc.Question"]],
+        "target": raw[cols["target"]].map(unwrap_response),
+        "answer": raw[cols["filtered_resps"]].map(unwrap_response),
+        "failed": [_parse_failed(v, path, i + 1) for i, v in enumerate(raw[failed_col])]
+        if failed_col else False,
+        "error": raw[error_col] if error_col else "",
+    })
+    df["key"] = df["question"].map(normalize_ws)
+    df["context"] = _context(raw)
+    return df
+
+
+_CONTEXT_COLUMN = re.compile(r"doc\.(doc \d+|context)", re.IGNORECASE)
+
+
+def _context(raw: pd.DataFrame) -> list[tuple[str, ...]]:
+    """Per row, the context documents (`doc.Doc 1..n` or `doc.Context`, as evekit and lm-eval write
+    them); empty for tasks without context."""
+    cols = sorted((c for c in raw.columns if _CONTEXT_COLUMN.fullmatch(c.strip())), key=lambda c: c.lower())
+    return [tuple(str(v).strip() for v in row if str(v).strip()) for row in raw[cols].itertuples(index=False)] \
+        if cols else [()] * len(raw)
+
+
+@dataclass
+class Comparison:
+    """One model pair: the matched questions, what could not be matched, and (after judging) results."""
+
+    name_a: str
+    name_b: str
+    file_a: str
+    file_b: str
+    pairs: pd.DataFrame            # qid, question, target, answer_a, answer_b, doc_id_a/b, row_a/b, len_a/b, identical
+    unmatched: pd.DataFrame        # model, file, row, doc_id, question
+    failed_generation: pd.DataFrame  # question, row_a, row_b, failed_in, error
+    n_rows_a: int = 0
+    n_rows_b: int = 0
+    n_matched: int = 0
+    n_over_limit: int = 0
+    target_mismatch: int = 0
+    judges: list[str] = field(default_factory=list)
+    results: pd.DataFrame | None = None
+    summary: pd.DataFrame | None = None
+    outcomes: pd.DataFrame | None = None
+    both_orders: bool = False
+
+    @property
+    def label(self) -> str:
+        return f"{safe_name(self.name_a)}_vs_{safe_name(self.name_b)}"
+
+
+def safe_name(name: str) -> str:
+    """`name` made safe for a folder name (the comparison's label, e.g. m1_vs_m3)."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_") or "model"
+
+
+def match_files(spec_a: ModelSpec, spec_b: ModelSpec, *, limit: int | None = None) -> Comparison:
+    """Pair the two models' rows by question (whitespace-normalised).
+
+    A question asked twice in one file is paired by occurrence (1st with 1st, ...). Rows without a
+    partner are reported in `unmatched`; pairs where either generation failed are excluded and
+    listed in `failed_generation`; `limit` keeps the first N usable pairs in model A's order.
+    """
+    a, b = read_answers(spec_a.file), read_answers(spec_b.file)
+    for df in (a, b):
+        df["occ"] = df.groupby("key").cumcount()
+    m = a.merge(b, on=["key", "occ"], how="outer", suffixes=("_a", "_b"), indicator=True)
+    both = m[m["_merge"] == "both"].sort_values("row_a")
+    if both.empty:
+        raise ValueError(
+            f"{spec_a.file} ({spec_a.name}) and {spec_b.file} ({spec_b.name}) have no question in common "
+            f"(compared after whitespace normalisation; {len(a)} and {len(b)} rows). First questions: "
+            f"{a['key'].head(2).tolist()} vs {b['key'].head(2).tolist()}"
+        )
+    def left_over(side: str, spec: ModelSpec) -> pd.DataFrame:
+        rows = m[m["_merge"] == ("left_only" if side == "a" else "right_only")]
+        return pd.DataFrame({"model": spec.name, "file": spec.file, "row": rows[f"row_{side}"].astype(int),
+                             "doc_id": rows[f"doc_id_{side}"], "question": rows[f"question_{side}"]})
+
+    unmatched = pd.concat([left_over("a", spec_a), left_over("b", spec_b)], ignore_index=True)
+    fa, fb = both["failed_a"].astype(bool), both["failed_b"].astype(bool)
+    failed_in = np.where(fa & fb, "both", np.where(fa, spec_a.name, spec_b.name))
+    bad = both[fa | fb]
+    failed_generation = pd.DataFrame({
+        "question": bad["question_a"], "row_a": bad["row_a"].astype(int), "row_b": bad["row_b"].astype(int),
+        "failed_in": failed_in[(fa | fb).to_numpy()],
+        "error": [ea or eb for ea, eb in zip(bad["error_a"], bad["error_b"])],
+    }).reset_index(drop=True)
+    good = both[~(fa | fb)]
+    n_usable = len(good)
+    if limit is not None:
+        good = good.head(limit)
+    answer_a, answer_b = good["answer_a"].map(normalize_ws), good["answer_b"].map(normalize_ws)
+    pairs = pd.DataFrame({
+        "qid": np.arange(len(good)),
+        "question": good["question_a"].to_numpy(),
+        "target": good["target_a"].to_numpy(),
+        "answer_a": good["answer_a"].to_numpy(),
+        "answer_b": good["answer_b"].to_numpy(),
+        "context": [ca or cb for ca, cb in zip(good["context_a"], good["context_b"])],
+        "doc_id_a": good["doc_id_a"].to_numpy(),
+        "doc_id_b": good["doc_id_b"].to_numpy(),
+        "row_a": good["row_a"].astype(int).to_numpy(),
+        "row_b": good["row_b"].astype(int).to_numpy(),
+        "len_a": answer_a.str.len().to_numpy(),
+        "len_b": answer_b.str.len().to_numpy(),
+        "identical": (answer_a == answer_b).to_numpy(),
+    })
+    return Comparison(
+        name_a=spec_a.name, name_b=spec_b.name, file_a=spec_a.file, file_b=spec_b.file, pairs=pairs,
+        unmatched=unmatched, failed_generation=failed_generation, n_rows_a=len(a), n_rows_b=len(b),
+        n_matched=len(both), n_over_limit=n_usable - len(good),
+        target_mismatch=int((both["target_a"].map(normalize_ws) != both["target_b"].map(normalize_ws)).sum()),
+    )
+
+
+def load_comparisons(cfg: "WinRateConfig") -> list[Comparison]:
+    """Every model_a x model_b pair, matched and ready to judge."""
+    return [match_files(a, b, limit=cfg.limit) for a in cfg.model_a for b in cfg.model_b]

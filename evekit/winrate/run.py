@@ -1,0 +1,98 @@
+"""One win-rate run, step by step, for the win-rate notebook (the shape of `evekit.run.TaskRun`)::
+
+    run = WinRateRun.from_notebook(globals())   # parameters, validated
+    run.setup_table()                           # who is compared, who judges
+    run.load()                                  # read the CSVs, match questions, one comparison per model pair
+    run.unmatched_table()                       # rows left out, with the reason
+    run.judge()                                 # judge calls (cached, concurrent) -> results and summaries
+    run.summary_table()                         # verdict paragraph and win rates per comparison
+    run.plots()                                 # shares won, position bias, judge agreement
+    run.rationales(5)                           # what the judges said
+    run.save()                                  # results.csv, summary.csv, plots, metrics.json per comparison
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from evekit.winrate import views
+from evekit.winrate.config import WinRateConfig
+from evekit.winrate.judging import run_judges
+from evekit.winrate.matching import Comparison, load_comparisons
+
+__all__ = ["WinRateRun"]
+
+
+class WinRateRun:
+    """The parameters, the comparisons and what the judges said, for one notebook run.
+
+    `clients` (judge name -> an object with `.generate(requests, desc)` and `.usage`) replaces the
+    judges' ModelClients, for tests.
+    """
+
+    def __init__(self, config: WinRateConfig, clients: dict[str, Any] | None = None) -> None:
+        self.config = config
+        self.clients = clients
+        self.comparisons: list[Comparison] = []
+        self.usage: dict[str, dict[str, Any]] = {}
+
+    @classmethod
+    def from_notebook(cls, namespace: dict[str, Any]) -> "WinRateRun":
+        """Pick the parameter names out of a notebook's globals() and validate them."""
+        return cls(WinRateConfig.from_notebook(namespace))
+
+    def setup_table(self) -> pd.DataFrame:
+        """Who is compared and who judges: one row per model and per judge (no secrets)."""
+        return views.setup_table(self.config)
+
+    def load(self) -> pd.DataFrame:
+        """Every model_a x model_b pair, matched by question; returns what was read, matched and left out."""
+        self.comparisons = load_comparisons(self.config)
+        return views.matching_table(self.comparisons)
+
+    def unmatched_table(self) -> pd.DataFrame:
+        """Every row left out of the judging, with the reason."""
+        return views.unmatched_table(self._loaded())
+
+    def judge(self) -> pd.DataFrame:
+        """Ask every judge about every pair of every comparison; returns the usage per judge."""
+        self.usage = run_judges(self._loaded(), self.config, self.clients)
+        return pd.DataFrame(self.usage).T
+
+    def summary_table(self) -> None:
+        """Per comparison: a heading, the verdict paragraph and the summary for reading."""
+        from IPython.display import Markdown, display
+
+        for comp in self._judged():
+            display(Markdown(f"### {comp.name_a} vs {comp.name_b}\n\n{views.verdict_text(comp, self.config.alpha)}"))
+            display(views.summary_view(comp))
+
+    def plots(self) -> None:
+        """Show each comparison's plots (save() writes them as PNG)."""
+        import matplotlib.pyplot as plt
+        from IPython.display import display
+
+        for comp in self._judged():
+            for make in (views.plot_comparison, views.plot_position_bias, views.plot_agreement):
+                fig = make(comp)
+                display(fig)
+                plt.close(fig)
+
+    def rationales(self, n: int = 5) -> pd.DataFrame:
+        """A few judged decisions per comparison with the judge's rationale (sampled with the run's seed)."""
+        return views.sample_rationales(self._judged(), n=n, seed=self.config.seed)
+
+    def save(self) -> list[Path]:
+        """Write one folder per comparison and print where (see `views.save_outputs`)."""
+        return views.save_outputs(self._judged(), self.config, self.usage)
+
+    def _loaded(self) -> list[Comparison]:
+        assert self.comparisons, "run load() first"
+        return self.comparisons
+
+    def _judged(self) -> list[Comparison]:
+        comps = self._loaded()
+        assert all(c.summary is not None for c in comps), "run judge() first"
+        return comps

@@ -1,0 +1,202 @@
+"""What a reader sees of a win-rate run: tables, the verdict paragraph, plots and the saved files."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Sequence
+
+import numpy as np
+import pandas as pd
+
+from evekit.paths import display_path
+from evekit.report import json_safe, write_run_record
+from evekit.winrate.analysis import agreement_matrix, eve_metrics
+from evekit.winrate.config import ALPHA, WinRateConfig
+from evekit.winrate.matching import Comparison
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+__all__ = ["setup_table", "matching_table", "unmatched_table", "summary_table", "summary_view", "verdict_text",
+           "sample_rationales", "plot_comparison", "plot_position_bias", "plot_agreement", "save_outputs"]
+
+_AGGREGATE_LABELS = {"majority": "majority vote", "average": "average of judges (EVE)"}
+
+
+def matching_table(comparisons: Sequence[Comparison]) -> pd.DataFrame:
+    """How many rows each comparison read, matched, excluded and will judge."""
+    return pd.DataFrame([{
+        "comparison": c.label, "rows_a": c.n_rows_a, "rows_b": c.n_rows_b, "matched": c.n_matched,
+        "unmatched_a": int((c.unmatched["model"] == c.name_a).sum()),
+        "unmatched_b": int((c.unmatched["model"] == c.name_b).sum()),
+        "failed_generation_excluded": len(c.failed_generation), "beyond_limit": c.n_over_limit,
+        "judged": len(c.pairs), "identical_answers": int(c.pairs["identical"].sum()),
+        "target_mismatch": c.target_mismatch,
+    } for c in comparisons])
+
+
+def unmatched_table(comparisons: Sequence[Comparison]) -> pd.DataFrame:
+    """Every row left out of the judging, with the reason: no partner question, or a failed generation."""
+    parts = []
+    for c in comparisons:
+        if len(c.unmatched):
+            parts.append(c.unmatched.assign(comparison=c.label, reason="no matching question in the other file"))
+        if len(c.failed_generation):
+            f = c.failed_generation
+            parts.append(pd.DataFrame({"comparison": c.label, "model": f["failed_in"], "file": "",
+                                       "row": f["row_a"], "doc_id": "", "question": f["question"],
+                                       "reason": "generation failed: " + f["error"].astype(str)}))
+    cols = ["comparison", "reason", "model", "file", "row", "doc_id", "question"]
+    return pd.concat(parts, ignore_index=True)[cols] if parts else pd.DataFrame(columns=cols)
+
+
+def setup_table(cfg: WinRateConfig) -> pd.DataFrame:
+    """Who is compared and who judges: one row per model and per judge (no secrets)."""
+    rows = [{"role": side, "name": m.name, "source": m.file, "endpoint": "", "temperature": ""}
+            for side, models in (("model_a", cfg.model_a), ("model_b", cfg.model_b)) for m in models]
+    rows += [{"role": "judge", "name": j.name, "source": j.model, "endpoint": j.base_url,
+              "temperature": cfg.temperature if j.temperature is None else j.temperature} for j in cfg.judges]
+    return pd.DataFrame(rows)
+
+
+def summary_table(comparisons: Sequence[Comparison]) -> pd.DataFrame:
+    """Every comparison's summary (as in summary.csv), one after the other."""
+    return pd.concat([c.summary for c in comparisons], ignore_index=True)
+
+
+def _pct_ci(v: float, lo: float, hi: float) -> str:
+    if pd.isna(v):
+        return ""
+    return f"{v:.1%}" + (f" [{lo:.1%}, {hi:.1%}]" if not pd.isna(lo) else "")
+
+
+def summary_view(comp: Comparison) -> pd.DataFrame:
+    """The summary for reading: model names in the headers, rates as percentages with 95% CIs."""
+    s = comp.summary
+    a, b = comp.name_a, comp.name_b
+    fmt = lambda col: s[col].map(lambda v: "" if pd.isna(v) else f"{v:.3f}")  # noqa: E731
+    return pd.DataFrame({
+        "judge": s["judge"].replace(_AGGREGATE_LABELS), "n": s["n"].map(lambda v: "" if pd.isna(v) else str(v)),
+        **{f"{name} win rate [95% CI]": [_pct_ci(*r) for r in s[[f"win_rate_{x}", f"win_rate_{x}_ci_low",
+                                                                    f"win_rate_{x}_ci_high"]].to_numpy()]
+           for x, name in (("a", a), ("b", b))},
+        "ties": s["tie_rate"].map(lambda v: "" if pd.isna(v) else f"{v:.1%}"),
+        f"{a} alpaca": fmt("alpaca_win_rate_a"), f"{b} alpaca": fmt("alpaca_win_rate_b"),
+        "win rate difference": fmt("win_rate_difference"),
+        "sign test p": s["sign_test_p"].map(lambda v: "" if pd.isna(v) else f"{v:.3g}"),
+        "better (sign test)": s["better"].fillna(""),
+        "position bias": fmt("position_bias"), "longer answer wins": fmt("longer_wins"),
+        "judge agreement": fmt("judge_agreement"),
+        **({"position consistency": fmt("position_consistency")} if comp.both_orders else {}),
+        "failed": s["failed"].map(str),
+    }).set_index("judge")
+
+
+def verdict_text(comp: Comparison, alpha: float = ALPHA) -> str:
+    """One paragraph a reader can quote: majority-vote counts, sign test, and EVE's average."""
+    s = comp.summary.set_index("judge")
+    m, avg = s.loc["majority"], s.loc["average"]
+    if not m["n"]:
+        return f"{comp.name_a} vs {comp.name_b}: no question received a usable verdict."
+    p = m["sign_test_p"]
+    if p < alpha:
+        concl = f"{m['better']} is better (p = {p:.3g} < {alpha})"
+    else:
+        concl = (f"no significant difference at alpha = {alpha} (p = {p:.3g})" if not np.isnan(p)
+                 else "no decisive verdicts")
+    return (
+        f"{comp.name_a} vs {comp.name_b}, {int(m['n'])} questions, majority of {len(comp.judges)} judge(s): "
+        f"{comp.name_a} wins {int(m['wins_a'])} ({m['win_rate_a']:.0%}, 95% CI {m['win_rate_a_ci_low']:.0%}-"
+        f"{m['win_rate_a_ci_high']:.0%}), {comp.name_b} wins {int(m['wins_b'])} ({m['win_rate_b']:.0%}), "
+        f"{int(m['ties'])} ties. Sign test: {concl}. Average across judges (EVE): win rate "
+        f"{avg['win_rate_a']:.3f} vs {avg['win_rate_b']:.3f}, alpaca win rate {avg['alpaca_win_rate_a']:.3f} vs "
+        f"{avg['alpaca_win_rate_b']:.3f}."
+    )
+
+
+def sample_rationales(comparisons: Sequence[Comparison], n: int = 5, seed: int = 0) -> pd.DataFrame:
+    """A few judged decisions with their rationale, for reading what the judges actually said."""
+    parts = []
+    for c in comparisons:
+        r = c.results[~c.results["identical"]]
+        parts.append(r.sample(min(n, len(r)), random_state=seed) if len(r) else r)
+    cols = ["comparison", "judge", "question", "shown_first", "verdict", "winner", "rationale", "error"]
+    return pd.concat(parts, ignore_index=True)[cols] if parts else pd.DataFrame(columns=cols)
+
+
+# --------------------------------------------------------------------------- plots and files
+def plot_comparison(comp: Comparison) -> "Figure":
+    """Stacked horizontal bars: share of questions won by A, tied, won by B, per judge and aggregate."""
+    from evekit import plots
+
+    s = comp.summary.set_index("judge").rename(index=_AGGREGATE_LABELS)
+    shares = pd.DataFrame({f"{comp.name_a} wins": s["win_rate_a"], "tie": s["tie_rate"],
+                           f"{comp.name_b} wins": s["win_rate_b"]})
+    ax = plots.stacked_hbar(shares, xlabel="share of questions", ylabel="judge",
+                            title=f"{comp.name_a} vs {comp.name_b} (n = {len(comp.pairs)} questions)",
+                            colors=["#4C72B0", "#BBBBBB", "#DD8452"])
+    return ax.figure
+
+
+def plot_position_bias(comp: Comparison) -> "Figure":
+    """Share of decisive verdicts for the answer shown first, with 95% Wilson intervals; 0.5 = no bias."""
+    from evekit import plots
+
+    s = comp.summary[comp.summary["kind"] != "average"].dropna(subset=["position_bias"])
+    ax = plots.proportion_hbar(s["position_bias"], s["position_bias_ci_low"], s["position_bias_ci_high"],
+                               labels=s["judge"].replace(_AGGREGATE_LABELS), reference=0.5,
+                               reference_label="0.5 = no position bias", ylabel="judge",
+                               xlabel="share of decisive verdicts for the answer shown first",
+                               title=f"Position bias: {comp.name_a} vs {comp.name_b}")
+    return ax.figure
+
+
+def plot_agreement(comp: Comparison) -> "Figure":
+    """Annotated matrix: share of questions on which two judges gave the same verdict."""
+    from evekit import plots
+
+    ax = plots.heatmap(agreement_matrix(comp.outcomes), vmin=0.0, vmax=1.0, xlabel="judge", ylabel="judge",
+                       cbar_label="agreement",
+                       title="Judge agreement (share of questions with the same verdict)\n"
+                             f"{comp.name_a} vs {comp.name_b}")
+    return ax.figure
+
+
+def save_outputs(comparisons: Sequence[Comparison], cfg: WinRateConfig,
+                 usage: dict[str, Any] | None = None) -> list[Path]:
+    """Write each comparison's folder with its run.json record (what the batch runner reads).
+
+    metrics.json holds the metrics under EVE's names, the counts, the parameters (no secrets) and
+    `usage`, the judge usage of the whole run (all comparisons share the judges' clients).
+    """
+    import matplotlib.pyplot as plt
+
+    from evekit import plots
+
+    dirs = []
+    for comp in comparisons:
+        d = cfg.out_dir(comp)
+        d.mkdir(parents=True, exist_ok=True)
+        comp.results.to_csv(d / "results.csv", index=False)
+        comp.summary.to_csv(d / "summary.csv", index=False)
+        unmatched_table([comp]).to_csv(d / "unmatched.csv", index=False)
+        agreement_matrix(comp.outcomes).to_csv(d / "agreement.csv")
+        for name, make in (("comparison.png", plot_comparison), ("position_bias.png", plot_position_bias),
+                           ("agreement_heatmap.png", plot_agreement)):
+            fig = make(comp)
+            plots.save_figure(fig, d / name)
+            plt.close(fig)
+        record = {
+            "task": cfg.task, "model_a": comp.name_a, "model_b": comp.name_b, "n": len(comp.pairs),
+            "n_failed": int(comp.summary.set_index("judge").at["majority", "failed"]),
+            "n_failed_decisions": int(comp.results["failed"].sum()),
+            "n_unmatched": len(comp.unmatched), "n_failed_generation": len(comp.failed_generation),
+            "metrics": eve_metrics(comp), "verdict": verdict_text(comp, cfg.alpha),
+            "usage": usage or {}, "params": cfg.as_dict(),
+        }
+        (d / "metrics.json").write_text(json.dumps(json_safe(record), indent=2, ensure_ascii=False) + "\n")
+        write_run_record(d, kind="win_rate", notebook="win_rate", run_name=cfg.run_name, task=cfg.task,
+                         model_a=comp.name_a, model_b=comp.name_b)
+        print(f"Saved outputs to {display_path(d)}")
+        dirs.append(d)
+    return dirs
