@@ -227,23 +227,22 @@ def _offline_mode() -> Iterator[None]:
         yield
 
 
-def _hub_hint(hub_id: str) -> str:
-    from evekit import tasks  # local import: tasks imports this module
-
-    example = next((f"data/{t.name}.jsonl" for t in tasks.TASKS.values() if t.hub_id == hub_id),
-                   "data/open_ended.jsonl")
+def _hub_hint(example: str | None) -> str:
+    example = example or "data/open_ended.jsonl"
     return (f"pass a local file in the same schema instead, e.g. dataset={example!r} "
             "(JSONL, Parquet or CSV)")
 
 
 def load_rows(dataset: str | os.PathLike[str], split: str = "train",
               cache_dir: str | os.PathLike[str] | None = None, *, offline: bool = False,
-              config: str | None = None) -> tuple[list[dict[str, Any]], list[str], str]:
+              config: str | None = None, local_example: str | None = None,
+              ) -> tuple[list[dict[str, Any]], list[str], str]:
     """Read a hub dataset or local file with `datasets`: (rows, column names, source label).
 
     `cache_dir` is passed to `datasets.load_dataset` (default: its usual cache). `offline=True`
     never touches the network (not even the reachability check): hub ids come from the local
     datasets cache only. `config` is the hub dataset's configuration (subset) name.
+    `local_example`: a local file in the same schema, suggested when the hub cannot be reached.
     """
     import datasets
 
@@ -273,11 +272,11 @@ def load_rows(dataset: str | os.PathLike[str], split: str = "train",
                     raise DataError(
                         f"cannot load {source!r}: the Hugging Face Hub cannot be reached (no network, "
                         f"or HF_HUB_OFFLINE is set) and split {split!r} is not in the local datasets cache "
-                        f"({type(exc).__name__}); {_hub_hint(source)}"
+                        f"({type(exc).__name__}); {_hub_hint(local_example)}"
                     ) from exc
                 raise DataError(f"cannot load {source!r} (split {split!r}) from the Hugging Face Hub: "
                                 f"{type(exc).__name__}: {exc}. If the Hub is unreachable, "
-                                f"{_hub_hint(source)}") from exc
+                                f"{_hub_hint(local_example)}") from exc
     if isinstance(ds, datasets.DatasetDict):  # pragma: no cover - split is always given
         ds = ds[split]
     return ds.to_list(), list(ds.column_names), source
@@ -361,7 +360,9 @@ def load_items(task: "Schema", dataset: str | os.PathLike[str] | None = None, sp
     rows are validated even with `limit`, so a broken file is noticed on a small run; `limit`
     then keeps the first rows. `offline=True` never touches the network.
     """
+    bundled = f"data/{task.name}.jsonl"  # the bundled sample of a built-in task, if there is one
     rows, columns, source = load_rows(dataset or task.hub_id, split, cache_dir=cache_dir, offline=offline,
+                                      local_example=bundled if (REPO_ROOT / bundled).is_file() else None,
                                       config=config)
     mapping = {**dict(task.column_mapping),
                **{k: v for k, v in (("input_column", input_column), ("target_column", target_column),

@@ -375,7 +375,7 @@ def test_validate_params_resolves_paths_from_repo_root_and_rejects_bad_input(tmp
                 model_b=[{"name": "y", "file": "tests/fixtures/win_rate/open_ended_5shot.csv"}],
                 judges=judges("j1"))
     cfg = wr.validate_params(**base)
-    assert len(wr.load_comparisons(cfg)) == 1
+    assert len(wr.load_comparisons(cfg.model_a, cfg.model_b, limit=cfg.limit)) == 1
     with pytest.raises(ParameterError, match="task"):
         wr.validate_params(**base, task="mcqa_single_answer")
     with pytest.raises(ParameterError, match="api_key_env"):

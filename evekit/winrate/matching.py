@@ -11,16 +11,13 @@ import ast
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
 
 from evekit.errors import ParameterError
 from evekit.paths import resolve_path
-
-if TYPE_CHECKING:
-    from evekit.winrate.config import WinRateConfig
 
 __all__ = ["REQUIRED_COLUMNS", "ModelSpec", "Comparison", "normalize_ws", "unwrap_response", "read_answers",
            "match_files", "load_comparisons", "safe_name"]
@@ -221,6 +218,7 @@ def match_files(spec_a: ModelSpec, spec_b: ModelSpec, *, limit: int | None = Non
     )
 
 
-def load_comparisons(cfg: "WinRateConfig") -> list[Comparison]:
+def load_comparisons(model_a: Sequence[ModelSpec], model_b: Sequence[ModelSpec], *,
+                     limit: int | None = None) -> list[Comparison]:
     """Every model_a x model_b pair, matched and ready to judge."""
-    return [match_files(a, b, limit=cfg.limit) for a in cfg.model_a for b in cfg.model_b]
+    return [match_files(a, b, limit=limit) for a in model_a for b in model_b]

@@ -49,7 +49,7 @@ class WinRateRun:
 
     def load(self) -> pd.DataFrame:
         """Every model_a x model_b pair, matched by question; returns what was read, matched and left out."""
-        self.comparisons = load_comparisons(self.config)
+        self.comparisons = load_comparisons(self.config.model_a, self.config.model_b, limit=self.config.limit)
         return views.matching_table(self.comparisons)
 
     def unmatched_table(self) -> pd.DataFrame:
