@@ -9,10 +9,15 @@ from __future__ import annotations
 
 import json
 import re
+import sys
+from pathlib import Path
 
 import pytest
 
 from evekit.paths import REPO_ROOT
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from jsonl_rows import read_jsonl  # noqa: E402
 
 DATA = REPO_ROOT / "data"
 
@@ -30,18 +35,7 @@ MIN_ROWS = 40
 
 
 def read_rows(name: str) -> list[dict]:
-    """Parse a JSONL file; a bad line fails naming the file and line number."""
-    rows = []
-    with open(DATA / name, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, start=1):
-            assert line.strip(), f"{name} line {lineno}: blank line"
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                pytest.fail(f"{name} line {lineno}: invalid JSON ({exc})")
-            assert isinstance(row, dict), f"{name} line {lineno}: not a JSON object"
-            rows.append(row)
-    return rows
+    return read_jsonl(DATA / name)
 
 
 def present(value: object) -> bool:

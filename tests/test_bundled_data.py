@@ -7,12 +7,16 @@ from __future__ import annotations
 
 import json
 import string
+import sys
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from evekit.paths import REPO_ROOT
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from jsonl_rows import read_jsonl  # noqa: E402
 
 DATA = REPO_ROOT / "data"
 SINGLE = DATA / "mcqa_single_answer.jsonl"
@@ -21,14 +25,7 @@ HALLU = DATA / "hallucination_detection.jsonl"
 
 
 def load(path: Path) -> list[dict]:
-    rows = []
-    with path.open(encoding="utf-8") as fh:
-        for n, line in enumerate(fh, start=1):
-            assert line.strip(), f"{path.name}: blank line {n}"
-            row = json.loads(line)
-            assert isinstance(row, dict), f"{path.name}: line {n} is not an object"
-            rows.append(row)
-    return rows
+    return read_jsonl(path)
 
 
 def is_str_list(x) -> bool:

@@ -11,12 +11,17 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
+import sys
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from jsonl_rows import read_jsonl  # noqa: E402
+
+from evekit.paths import REPO_ROOT as ROOT  # noqa: E402
+
 DIR = ROOT / "data" / "judge_validation"
 POINTWISE = DIR / "pointwise.jsonl"
 PAIRWISE = DIR / "pairwise.jsonl"
@@ -63,21 +68,6 @@ INSTRUCTION = re.compile("|".join([
     r"\breference\s+answer\s+(is|contains)\s+(wrong|outdated|an\s+error)",
 ]), re.IGNORECASE)
 NUMBER = re.compile(r"\d[\d,]*(?:\.\d+)?")
-
-
-def read_jsonl(path: Path) -> list[dict]:
-    """Parse a JSONL file; a bad line fails naming the file and line number."""
-    rows = []
-    with path.open(encoding="utf-8") as f:
-        for lineno, line in enumerate(f, start=1):
-            assert line.strip(), f"{path.name} line {lineno}: blank line"
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                pytest.fail(f"{path.name} line {lineno}: invalid JSON ({exc})")
-            assert isinstance(row, dict), f"{path.name} line {lineno}: not a JSON object"
-            rows.append(row)
-    return rows
 
 
 @pytest.fixture(scope="module")
