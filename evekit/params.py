@@ -1,4 +1,4 @@
-"""Notebook parameters: the names of DESIGN.md's parameter contract, checked in the first cell.
+"""Notebook parameters: the parameter contract (README, docs/ARCHITECTURE.md), checked in the first cell.
 
 A wrong type or an unknown value fails at once with a message that names the parameter and lists
 the valid values, instead of failing twenty minutes later inside a model call.

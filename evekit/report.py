@@ -1,6 +1,6 @@
 """Writing what a run leaves behind: samples.csv, results.json, results.eee.jsonl and the run index.
 
-The layout is the output contract of DESIGN.md:
+The layout is the output contract (README, "What the main job produces"):
 `outputs/<run_name>/<model_name>/<task>/{samples.csv, results.json, results.eee.jsonl, report.html, *.png}`.
 """
 from __future__ import annotations
