@@ -5,7 +5,7 @@ from a bug. Each message names what is wrong (file, row, column, parameter, endp
 do about it. The subclasses keep the built-in base they always had (`ValueError` for bad input,
 `RuntimeError` for the environment), so existing `except ValueError` code still works.
 
-See docs/ARCHITECTURE.md for where each error is raised.
+docs/ARCHITECTURE.md lists them with the rest of the layout.
 """
 from __future__ import annotations
 
