@@ -233,6 +233,45 @@ def _hub_hint(example: str | None) -> str:
             "(JSONL, Parquet or CSV)")
 
 
+def _check_text_file(path: Path) -> None:
+    """A local JSON or CSV file must hold something and be UTF-8: say which line is not, instead of
+    the bare decoding error the parser raises later (or never, for JSON Lines read by Arrow)."""
+    raw = path.read_bytes()
+    if not raw.strip():
+        raise DataError(f"{path}: the file is empty (no rows)")
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise DataError(f"{path}, line {line}, column {column}: not UTF-8 text (byte 0x{raw[exc.start]:02x}); "
+                        f"save the file as UTF-8, e.g. `iconv -f latin1 -t utf-8 {path.name} > utf8_{path.name}`"
+                        ) from exc
+
+
+def _check_json_lines(path: Path, exc: Exception) -> None:
+    """Name the first line of a JSON (Lines) file that does not parse; return when every line does."""
+    text = path.read_text(encoding="utf-8-sig")
+    stripped = text.lstrip()
+    if stripped.startswith("["):  # one JSON document (an array of rows), not JSON Lines
+        try:
+            json.loads(text)
+        except json.JSONDecodeError as bad:
+            raise DataError(f"{path}, line {bad.lineno}, column {bad.colno}: invalid JSON: {bad.msg}") from exc
+        return
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError as bad:
+            raise DataError(f"{path}, line {number}, column {bad.colno}: invalid JSON: {bad.msg} "
+                            "(JSON Lines: one complete object per line)") from exc
+        if not isinstance(value, dict):
+            raise DataError(f"{path}, line {number}: expected a JSON object with the columns, "
+                            f"got {type(value).__name__}") from exc
+
+
 def load_rows(dataset: str | os.PathLike[str], split: str = "train",
               cache_dir: str | os.PathLike[str] | None = None, *, offline: bool = False,
               config: str | None = None, local_example: str | None = None,
@@ -255,10 +294,16 @@ def load_rows(dataset: str | os.PathLike[str], split: str = "train",
                 raise DataError(f"{local}: unsupported file type {local.suffix!r}; use one of "
                                 f"{', '.join(sorted(LOCAL_FORMATS))}")
             source = str(local)
+            if fmt in ("json", "csv"):
+                _check_text_file(local)
             try:
                 ds = datasets.load_dataset(fmt, data_files={split: str(local)}, split=split, **kwargs)
             except Exception as exc:  # datasets wraps parser errors in several types
-                raise DataError(f"{source}: cannot be read as {fmt}: {type(exc).__name__}: {exc}") from exc
+                if fmt == "json":
+                    _check_json_lines(local, exc)
+                cause = exc.__cause__ or exc.__context__ or exc
+                raise DataError(f"{source}: cannot be read as {fmt}: {type(exc).__name__}: {exc}"
+                                + (f" (cause: {type(cause).__name__}: {cause})" if cause is not exc else "")) from exc
         else:
             source = str(dataset)
             offline = offline or not _hub_reachable()

@@ -282,7 +282,7 @@ def test_many_bad_rows_show_the_first_few_and_the_count(tmp_path, cache):
 def test_unreadable_file_names_the_file(tmp_path, cache):
     path = tmp_path / "broken.jsonl"
     path.write_text('{"Question": "a", "Answer": "b"}\n{not json\n', encoding="utf-8")
-    with pytest.raises(DataError, match="broken.jsonl.*cannot be read as json"):
+    with pytest.raises(DataError, match=r"broken\.jsonl, line 2, column 2: invalid JSON"):
         load_items("open_ended", str(path), cache_dir=cache)
 
 
@@ -322,3 +322,36 @@ def test_bundled_file_loads(task_name, cache):
     assert len(items) >= 10
     assert all(it.question and it.target for it in items)
     assert len({it.doc_id for it in items}) == len(items)
+
+
+# -- files that cannot be read: the message names the file and the line, and keeps the cause ----------
+
+
+def test_empty_file_says_so(tmp_path):
+    for name in ("empty.jsonl", "empty.csv"):
+        (tmp_path / name).write_text("\n")
+        with pytest.raises(DataError, match=rf"{name}: the file is empty \(no rows\)"):
+            load_items("open_ended", str(tmp_path / name))
+
+
+def test_truncated_jsonl_line_names_line_and_column(tmp_path):
+    path = tmp_path / "cut.jsonl"
+    path.write_text('{"Question": "Orbit of Sentinel-2?", "Answer": "sun-synchronous"}\n{"Question": "Band 8", "Ans')
+    with pytest.raises(DataError, match=r"cut\.jsonl, line 2, column \d+: invalid JSON") as err:
+        load_items("open_ended", str(path))
+    assert err.value.__cause__ is not None  # the parser's own error is kept as the cause
+
+
+def test_json_array_file_with_a_syntax_error_names_its_line(tmp_path):
+    path = tmp_path / "rows.json"
+    path.write_text('[\n {"Question": "q", "Answer": "a"},\n {"Question": "q2" "Answer": "b"}\n]\n')
+    with pytest.raises(DataError, match=r"rows\.json, line 3, column \d+: invalid JSON"):
+        load_items("open_ended", str(path))
+
+
+def test_latin1_bytes_name_file_line_and_the_fix(tmp_path):
+    path = tmp_path / "latin1.csv"
+    path.write_bytes("Question,Answer\nAlbedo of snow?,tr\xe8s haut\n".encode("latin-1"))
+    with pytest.raises(DataError, match=r"latin1\.csv, line 2, column 19: not UTF-8 text \(byte 0xe8\).*iconv") as err:
+        load_items("open_ended", str(path))
+    assert isinstance(err.value.__cause__, UnicodeDecodeError)
