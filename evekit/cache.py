@@ -29,6 +29,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from .errors import CacheError
 from .types import GenerationRequest, GenerationResult
 
 CACHE_FILE = "cache.sqlite"
@@ -92,12 +93,20 @@ class ResponseCache:
         self._db = sqlite3.connect(self.path, timeout=60.0, isolation_level=None,
                                    check_same_thread=False)
         self._lock = threading.Lock()
-        with self._lock:
-            self._db.execute("PRAGMA busy_timeout=60000")
-            self._db.execute("PRAGMA journal_mode=WAL")
-            # NORMAL in WAL mode: a committed answer survives a killed process (not a power cut).
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.executescript(_SCHEMA)
+        try:
+            with self._lock:
+                self._db.execute("PRAGMA busy_timeout=60000")
+                self._db.execute("PRAGMA journal_mode=WAL")
+                # NORMAL in WAL mode: a committed answer survives a killed process (not a power cut).
+                self._db.execute("PRAGMA synchronous=NORMAL")
+                self._db.executescript(_SCHEMA)
+                self._db.execute("SELECT count(*) FROM responses").fetchone()
+        except sqlite3.DatabaseError as exc:
+            self._db.close()
+            raise CacheError(
+                f"cache {self.path} cannot be used ({exc}). Move it aside (mv {self.path} {self.path}.corrupt) "
+                f"and run again: calls not in the cache are sent again, and any *.jsonl export in "
+                f"{self.dir} is re-imported") from exc
         for jsonl in sorted(self.dir.glob("*.jsonl")):
             self._import_if_changed(jsonl)
 

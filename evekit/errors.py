@@ -17,6 +17,7 @@ __all__ = [
     "ParameterError",
     "EndpointError",
     "CacheMiss",
+    "CacheError",
     "ServerError",
 ]
 
@@ -55,6 +56,11 @@ class EndpointError(EvekitError, RuntimeError):
 class CacheMiss(EvekitError, RuntimeError):
     """`offline=True` and some requests are not in the cache: run online once, or import
     the recorded calls."""
+
+
+class CacheError(EvekitError, RuntimeError):
+    """The cache file cannot be used (corrupt, not a database, unreadable); the message names
+    it and says how to start afresh."""
 
 
 class ServerError(EvekitError, RuntimeError):

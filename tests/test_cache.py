@@ -223,3 +223,13 @@ def test_two_processes_write_the_same_cache(tmp_path):
         shared = cache.get(cache_key("m", GenerationRequest(prompt="shared-7")))
         assert shared is not None and shared.text in ("a:shared-7", "b:shared-7")
         assert cache.get(cache_key("m", GenerationRequest(prompt="b-149"))).text == "b:b-149"
+
+
+def test_corrupt_cache_file_names_its_path_and_what_to_do(tmp_path):
+    from evekit.errors import CacheError, EvekitError
+
+    (tmp_path / "cache.sqlite").write_bytes(b"this is not an SQLite database, it was truncated" * 40)
+    with pytest.raises(CacheError, match=r"cache .*cache\.sqlite cannot be used \(file is not a database\)"
+                                         r".*mv .*cache\.sqlite .*cache\.sqlite\.corrupt") as err:
+        ResponseCache(tmp_path)
+    assert isinstance(err.value, EvekitError)
