@@ -147,6 +147,36 @@ def run_one(params_file: Path, notebooks_dir: Path, server_url: str | None,
     return ok, dirs, out_root / run_name
 
 
+def check_param_files(files: list[Path], notebooks_dir: Path) -> list[str]:
+    """Every problem that would stop a parameter file, found before anything runs: a missing
+    file, a notebook that does not exist, YAML that is not a mapping, an unknown parameter name."""
+    import papermill as pm
+
+    from evekit.errors import unknown_names
+
+    notebooks = sorted(p.stem for p in notebooks_dir.glob("*.ipynb"))
+    problems = []
+    for f in files:
+        if not f.is_file():
+            problems.append(f"{f}: no such file")
+            continue
+        name = notebook_name(f)
+        if name not in notebooks:
+            problems.append(f"{f}: no notebook {name!r} (a parameter file is named <notebook>[.<variant>].yaml; "
+                            f"notebooks: {', '.join(notebooks)})")
+            continue
+        try:
+            params = load_params(f, server_url="http://server.invalid")  # only the names matter here
+        except (ValueError, yaml.YAMLError) as exc:
+            problems.append(f"{f}: {exc}")
+            continue
+        known = pm.inspect_notebook(str(notebooks_dir / f"{name}.ipynb"))
+        problem = unknown_names(params, known)
+        if problem:
+            problems.append(f"{f}: notebook {name}: {problem}")
+    return problems
+
+
 def run_batch(param_files: list[str], *, serve: bool = False, output_dir: str | None = None,
               html: bool = True, notebooks_dir: str | None = None) -> int:
     """Run every parameter file; return a process exit code (0 only when all notebooks passed)."""
@@ -154,6 +184,12 @@ def run_batch(param_files: list[str], *, serve: bool = False, output_dir: str | 
 
     files = run_order([Path(p) for p in param_files])
     nb_dir = Path(notebooks_dir) if notebooks_dir else REPO_ROOT / "notebooks"
+    problems = check_param_files(files, nb_dir)
+    if problems:
+        for problem in problems:
+            print(f"evekit run: {problem}", file=sys.stderr)
+        print(f"evekit run: nothing was run ({len(problems)} problem(s) in the parameter files)", file=sys.stderr)
+        return 2
     server = None
     failed: list[str] = []
     run_dirs: set[Path] = set()

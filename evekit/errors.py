@@ -9,6 +9,9 @@ docs/ARCHITECTURE.md lists them with the rest of the layout.
 """
 from __future__ import annotations
 
+import difflib
+from typing import Iterable
+
 __all__ = [
     "EvekitError",
     "DataError",
@@ -19,6 +22,7 @@ __all__ = [
     "CacheMiss",
     "CacheError",
     "ServerError",
+    "unknown_names",
 ]
 
 
@@ -65,3 +69,19 @@ class CacheError(EvekitError, RuntimeError):
 
 class ServerError(EvekitError, RuntimeError):
     """The embedded server could not be started; the message says why and what to do."""
+
+
+def unknown_names(given: Iterable[str], known: Iterable[str], what: str = "parameter") -> str | None:
+    """A message naming every name of `given` that is not `known`, each with a did-you-mean, or
+    None when all are known. One wording for parameters, judge keys and task-file keys."""
+    known = sorted(set(known))
+    parts = []
+    for name in given:
+        if name in known:
+            continue
+        close = difflib.get_close_matches(str(name), known, n=1, cutoff=0.6)
+        parts.append(f"{name!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+    if not parts:
+        return None
+    return (f"unknown {what}{'s' if len(parts) > 1 else ''} {', '.join(parts)}; "
+            f"valid: {', '.join(known)}")

@@ -5,11 +5,13 @@ the valid values, instead of failing twenty minutes later inside a model call.
 """
 from __future__ import annotations
 
+import ast
+
 from dataclasses import MISSING, Field, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Sequence
 
-from evekit.errors import ParameterError
+from evekit.errors import ParameterError, unknown_names
 from evekit.paths import REPO_ROOT, resolve_path  # noqa: F401  (re-exported)
 from evekit.tasks import TASKS
 from evekit.types import JudgeSpec
@@ -24,6 +26,30 @@ def _param(default: Any = MISSING, *, help: str, factory: Any = MISSING, only: s
     """
     metadata = {"help": help, **({"only": only} if only else {})}
     return field(default=default, default_factory=factory, metadata=metadata)
+
+
+def injected_parameters(namespace: dict[str, Any]) -> list[str]:
+    """The names papermill injected into this kernel: its cell's first line is exactly
+    "# Parameters" (IPython keeps every executed cell's source in `In`)."""
+    names: list[str] = []
+    for source in namespace.get("In") or []:
+        if not isinstance(source, str) or source.split("\n", 1)[0].strip() != "# Parameters":
+            continue
+        try:
+            tree = ast.parse(source)
+        except SyntaxError:
+            continue
+        names += [t.id for node in tree.body if isinstance(node, ast.Assign)
+                  for t in node.targets if isinstance(t, ast.Name)]
+    return names
+
+
+def check_injected(namespace: dict[str, Any], known: Sequence[str]) -> None:
+    """Raise ParameterError naming each injected parameter that `known` lacks, with a did-you-mean."""
+    problem = unknown_names(injected_parameters(namespace), known)
+    if problem:
+        raise ParameterError(f"{problem} (a misspelt parameter would otherwise be ignored and its "
+                             "default used)")
 
 
 @dataclass
@@ -66,7 +92,9 @@ class RunConfig:
 
     @classmethod
     def from_namespace(cls, namespace: dict[str, Any]) -> "RunConfig":
-        """Pick the contract's names out of a notebook's globals() and validate them."""
+        """Pick the contract's names out of a notebook's globals() and validate them; a name
+        papermill injected that is not a parameter is an error, never silently ignored."""
+        check_injected(namespace, [f.name for f in fields(cls)])
         values = {f.name: namespace[f.name] for f in fields(cls) if f.name in namespace}
         missing = [f.name for f in fields(cls) if f.name not in values and f.name in ("task", "model_name", "base_url")]
         if missing:

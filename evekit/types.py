@@ -6,7 +6,7 @@ and the judges are configured with `JudgeSpec`s.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 Api = Literal["chat", "completions"]
@@ -96,17 +96,28 @@ class JudgeSpec:
     api: Api = "chat"
     # Optional sampling temperature for this judge (None: the panel's default, usually 0).
     temperature: float | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    # At most this many calls in flight to this judge (None: the run's `concurrency`).
+    concurrency: int | None = None
+
+    # The keys a judge entry may have (the parameter contract).
+    KEYS = ("name", "model", "base_url", "api_key_env", "temperature", "api", "concurrency")
 
     @classmethod
     def from_dict(cls, d: "dict[str, Any] | JudgeSpec") -> "JudgeSpec":
+        from evekit.errors import unknown_names
+
         if isinstance(d, JudgeSpec):
             return d
+        if not isinstance(d, dict):
+            raise ValueError(f"a judge must be a mapping {{name, model, base_url, api_key_env}}, got {d!r}")
         if "api_key" in d:
             raise ValueError(
                 f"judge {d.get('name')!r}: pass the NAME of an environment variable as "
                 "`api_key_env`, never the key itself"
             )
+        problem = unknown_names(d, cls.KEYS, "judge key")
+        if problem:
+            raise ValueError(f"judge {d.get('name')!r}: {problem}")
         missing = [k for k in ("name", "model", "base_url") if not d.get(k)]
         if missing:
             raise ValueError(f"judge {d!r} is missing {', '.join(missing)}")
@@ -117,4 +128,5 @@ class JudgeSpec:
             api_key_env=d.get("api_key_env"),
             api=d.get("api", "chat"),
             temperature=d.get("temperature"),
+            concurrency=d.get("concurrency"),
         )

@@ -170,3 +170,26 @@ def test_embedded_server_is_stopped_even_when_a_notebook_fails(tmp_path, capsys)
     assert code == 1 and "late failure" in captured.err
     assert "embedded server stopped" in captured.out
     assert llama_pids() <= before
+
+
+def test_bad_parameter_files_stop_the_batch_before_anything_runs(tmp_path, capsys):
+    nb_dir = tmp_path / "notebooks"
+    nb_dir.mkdir()
+    out = tmp_path / "out"
+    _notebook(nb_dir / "good.ipynb", SAVE)
+    params = tmp_path / "params"
+    params.mkdir()
+    (params / "good.yaml").write_text("value: 3\n")                      # fine, but must not run
+    (params / "good.typo.yaml").write_text("valeu: 3\nrun_name: t\n")
+    (params / "nosuch.yaml").write_text("value: 1\n")
+    (params / "good.list.yaml").write_text("- 1\n- 2\n")
+    files = [params / n for n in ("good.yaml", "good.typo.yaml", "nosuch.yaml", "good.list.yaml")]
+    code = batch.run_batch([*map(str, files), str(params / "missing.yaml")],
+                           output_dir=str(out), notebooks_dir=str(nb_dir))
+    err = capsys.readouterr().err
+    assert code == 2 and not out.exists()                                  # nothing ran, nothing written
+    assert "good.typo.yaml: notebook good: unknown parameter 'valeu' (did you mean 'value'?)" in err
+    assert "nosuch.yaml: no notebook 'nosuch'" in err and "notebooks: good" in err
+    assert "good.list.yaml: expected a mapping" in err
+    assert "missing.yaml: no such file" in err
+    assert "Traceback" not in err and "nothing was run (4 problem(s)" in err

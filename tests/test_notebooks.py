@@ -74,3 +74,10 @@ def test_bad_parameter_fails_in_the_first_cell_with_the_valid_values(tmp_path, p
     assert message in str(info.value)
     assert "TaskRun.from_notebook" in info.value.source  # the first cell after the parameters
     assert not (tmp_path / "outputs").exists()
+
+
+def test_misspelt_parameter_stops_the_notebook_and_writes_nothing(tmp_path):
+    out = tmp_path / "outputs"
+    with pytest.raises(pm.PapermillExecutionError, match=r"unknown parameter 'modle_name' \(did you mean 'model_name'\?\)"):
+        _execute("mcqa_single_answer", tmp_path, ROOT, modle_name="Org/Model-7B", output_dir=str(out))
+    assert not out.exists()

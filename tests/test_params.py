@@ -104,3 +104,19 @@ def test_parameters_cell_is_generated_from_runconfig_and_matches_the_committed_n
         RunConfig.from_namespace(dict(generated)).validate()             # the demo values are valid
     committed = nbformat.read(REPO_ROOT / "notebooks" / f"{notebook}.ipynb", as_version=4)
     assert dict(_assignments(_parameters_cell(committed))) == dict(generated)  # same names and values
+
+
+def test_unknown_judge_key_is_refused_with_a_did_you_mean():
+    judge = {"name": "j", "model": "m", "base_url": "http://127.0.0.1:9/v1", "temprature": 0.5}
+    with pytest.raises(ParameterError, match=r"judge 'j': unknown judge key 'temprature' \(did you mean 'temperature'\?\)"):
+        RunConfig(task="open_ended", model_name="m", base_url="http://127.0.0.1:9/v1", judges=[judge]).validate()
+
+
+def test_injected_parameter_that_is_not_a_parameter_is_refused():
+    namespace = {"In": ["", "# Parameters (papermill overrides these)\nmodel_name = 'm'\n",
+                        "# Parameters\nmodle_name = \"Org/Model-7B\"\nseed = 1\n"],
+                 "task": "open_ended", "model_name": "m", "base_url": "http://127.0.0.1:9/v1"}
+    with pytest.raises(ParameterError, match=r"unknown parameter 'modle_name' \(did you mean 'model_name'\?\)"):
+        RunConfig.from_namespace(namespace)
+    namespace["In"][2] = "# Parameters\nseed = 1\n"
+    assert RunConfig.from_namespace(namespace).model_name == "m"
