@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any, Literal, Sequence
 
 from evekit.errors import ParameterError, unknown_names
-from evekit.paths import REPO_ROOT, resolve_path  # noqa: F401  (re-exported)
+from evekit.paths import REPO_ROOT, resolve_path, safe_name  # noqa: F401  (REPO_ROOT re-exported)
 from evekit.tasks import TASKS
-from evekit.types import JudgeSpec
+from evekit.types import JudgeSpec, check_api_key_env
 
 CHOICES = {"api": ("chat", "completions"), "fewshot_sampler": ("first_n", "random")}
 
@@ -135,8 +135,10 @@ class RunConfig:
             value = getattr(self, name)
             if value is not None and value < 0:
                 raise ParameterError(f"parameter {name}={value!r} must be 0 or more")
-        if self.api_key_env is not None and (self.api_key_env.startswith("sk-") or len(self.api_key_env) > 64):
-            raise ParameterError("api_key_env must be the NAME of an environment variable, not a key")
+        try:
+            check_api_key_env(self.api_key_env)
+        except ValueError as exc:
+            raise ParameterError(str(exc)) from None
         for name in ("choices_column", "context_columns"):
             value = getattr(self, name)
             if isinstance(value, list) and not (value and all(isinstance(v, str) and v for v in value)):
@@ -157,7 +159,8 @@ class RunConfig:
 
     @property
     def out_dir(self) -> Path:
-        return resolve_path(self.output_dir) / self.run_name / self.model_name / self.task
+        # The readable model id stays in the files; folder names are made safe (no `/`, no `..`).
+        return resolve_path(self.output_dir) / safe_name(self.run_name) / safe_name(self.model_name) / safe_name(self.task)
 
     @property
     def cache_path(self) -> Path:

@@ -8,9 +8,10 @@ from the working directory when it exists there, else from the repository root. 
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
-__all__ = ["REPO_ROOT", "resolve_path", "display_path"]
+__all__ = ["REPO_ROOT", "resolve_path", "display_path", "safe_name"]
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -29,3 +30,19 @@ def display_path(path: Path) -> str:
         return str(Path(path).resolve().relative_to(REPO_ROOT))
     except ValueError:
         return str(path)
+
+
+_SAFE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+=@-]*")
+
+
+def safe_name(name: str) -> str:
+    """`name` as one folder name that cannot leave its parent: a name that is already safe stays
+    exactly as it is; `/` and `\\` become `__` (so `Org/Model-7B` reads `Org__Model-7B`), other
+    characters `_`, and a leading dot (`..`, hidden files) gets a `_` in front."""
+    name = str(name)
+    if _SAFE.fullmatch(name) and name not in (".", ".."):
+        return name
+    safe = re.sub(r"[^A-Za-z0-9._+=@-]", "_", re.sub(r"[/\\]+", "__", name.strip()))
+    if not safe or safe[0] in "._-":
+        safe = "_" + safe
+    return safe

@@ -6,6 +6,7 @@ and the judges are configured with `JudgeSpec`s.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
@@ -85,6 +86,27 @@ class Usage:
         return Usage(**{k: getattr(self, k) + getattr(other, k) for k in asdict(self)})
 
 
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def check_api_key_env(value: Any, where: str = "api_key_env") -> None:
+    """`value` must be the NAME of an environment variable (None: no key). A value that looks like
+    a key itself is refused without repeating it, so it reaches no log or notebook."""
+    if value is None:
+        return
+    if not isinstance(value, str):
+        raise ValueError(f"{where} must be the name of an environment variable, got a {type(value).__name__}")
+    # Names are UPPER_SNAKE by convention; a long token mixing cases and digits, or with a key
+    # prefix, is a pasted key.
+    mixed = any(c.islower() for c in value) and any(c.isupper() for c in value) and any(c.isdigit() for c in value)
+    looks_like_key = (value.startswith(("sk-", "sk_", "hf_", "gsk_", "AIza")) or len(value) > 64
+                      or (len(value) >= 20 and mixed) or not _ENV_NAME.fullmatch(value))
+    if looks_like_key:
+        raise ValueError(f"{where} must be the NAME of an environment variable (letters, digits and _, "
+                         "e.g. OPENAI_API_KEY), never the key itself; the value given looks like a key "
+                         "and is not shown. Put the key in the environment: export OPENAI_API_KEY=...")
+
+
 @dataclass(frozen=True)
 class JudgeSpec:
     """One LLM judge: its display name, model id, endpoint and the NAME of its key variable."""
@@ -118,6 +140,7 @@ class JudgeSpec:
         problem = unknown_names(d, cls.KEYS, "judge key")
         if problem:
             raise ValueError(f"judge {d.get('name')!r}: {problem}")
+        check_api_key_env(d.get("api_key_env"), f"judge {d.get('name')!r}: api_key_env")
         missing = [k for k in ("name", "model", "base_url") if not d.get(k)]
         if missing:
             raise ValueError(f"judge {d!r} is missing {', '.join(missing)}")

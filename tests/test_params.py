@@ -22,7 +22,7 @@ def test_valid_parameters_pass_and_keep_their_values():
     ({"offline": "yes"}, "offline='yes' has type str; expected bool"),
     ({"concurrency": True}, "concurrency=True has type bool; expected int"),
     ({"concurrency": 0}, "concurrency=0 must be at least 1"),
-    ({"api_key_env": "sk-" + "x" * 10}, "NAME of an environment variable, not a key"),
+    ({"api_key_env": "sk-" + "x" * 10}, "NAME of an environment variable .*never the key itself"),
     ({"judges": [{"name": "j", "model": "x", "base_url": "u", "api_key": "secret"}]}, "never the key itself"),
     ({"judges": [{"name": "j", "model": "x"}]}, "missing base_url"),
     ({"judges": [{"name": "j", "model": "x", "base_url": "u"}, {"name": "j", "model": "y", "base_url": "u"}]},
@@ -120,3 +120,34 @@ def test_injected_parameter_that_is_not_a_parameter_is_refused():
         RunConfig.from_namespace(namespace)
     namespace["In"][2] = "# Parameters\nseed = 1\n"
     assert RunConfig.from_namespace(namespace).model_name == "m"
+
+
+@pytest.mark.parametrize("pasted", ["aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY",   # 32 mixed-case characters
+                                    "sk-proj-abcdefghijklmnopqrstuvwxyz012345", "hf_AbCdEfGhIjKlMnOpQrStUvWx",
+                                    "my key", "A" * 80])
+def test_a_key_pasted_into_api_key_env_is_refused_without_being_echoed(pasted):
+    with pytest.raises(ParameterError, match="never the key itself") as err:
+        RunConfig(task="open_ended", model_name="m", base_url="http://127.0.0.1:9/v1", api_key_env=pasted).validate()
+    assert pasted not in str(err.value)
+    judge = {"name": "j", "model": "m", "base_url": "http://127.0.0.1:9/v1", "api_key_env": pasted}
+    with pytest.raises(ParameterError, match="never the key itself") as err:
+        RunConfig(task="open_ended", model_name="m", base_url="http://127.0.0.1:9/v1", judges=[judge]).validate()
+    assert pasted not in str(err.value)
+
+
+@pytest.mark.parametrize("name", ["OPENROUTER_API_KEY", "OPENAI_API_KEY", "my_key", "HF_TOKEN", "KEY2"])
+def test_ordinary_variable_names_are_accepted(name):
+    RunConfig(task="open_ended", model_name="m", base_url="http://127.0.0.1:9/v1", api_key_env=name).validate()
+
+
+@pytest.mark.parametrize("name, folder", [("smollm2-135m-instruct", "smollm2-135m-instruct"),
+                                          ("Qwen2.5-7B", "Qwen2.5-7B"), ("Org/Model-7B", "Org__Model-7B"),
+                                          ("../../etc", "_..__..__etc"), ("..", "_.."), ("a b", "a_b")])
+def test_names_that_become_folders_are_made_safe_and_safe_names_stay(tmp_path, name, folder):
+    from evekit.paths import safe_name
+
+    assert safe_name(name) == folder
+    config = RunConfig(task="open_ended", model_name=name, base_url="http://127.0.0.1:9/v1", run_name=name,
+                       output_dir=str(tmp_path))
+    assert config.out_dir == tmp_path / folder / folder / "open_ended"
+    assert config.out_dir.resolve().is_relative_to(tmp_path.resolve())
