@@ -22,7 +22,7 @@ def test_valid_parameters_pass_and_keep_their_values():
     ({"offline": "yes"}, "offline='yes' has type str; expected bool"),
     ({"concurrency": True}, "concurrency=True has type bool; expected int"),
     ({"concurrency": 0}, "concurrency=0 must be at least 1"),
-    ({"api_key_env": "sk-" + "x" * 10}, "NAME of an environment variable .*never the key itself"),
+    ({"api_key_env": "sk-" + "x" * 10}, "never the key itself"),
     ({"judges": [{"name": "j", "model": "x", "base_url": "u", "api_key": "secret"}]}, "never the key itself"),
     ({"judges": [{"name": "j", "model": "x"}]}, "missing base_url"),
     ({"judges": [{"name": "j", "model": "x", "base_url": "u"}, {"name": "j", "model": "y", "base_url": "u"}]},
