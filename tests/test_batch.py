@@ -172,6 +172,46 @@ def test_embedded_server_is_stopped_even_when_a_notebook_fails(tmp_path, capsys)
     assert llama_pids() <= before
 
 
+def test_sigterm_on_evekit_run_stops_the_embedded_server(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from conftest import _local_extra_missing
+
+    if reason := _local_extra_missing():
+        pytest.skip(reason)
+
+    def llama_pids() -> set[str]:
+        out = subprocess.run(["pgrep", "-f", "llama_cpp.server"], capture_output=True, text=True).stdout
+        return set(out.split())
+
+    before = llama_pids()
+    nb_dir = tmp_path / "notebooks"
+    nb_dir.mkdir()
+    _notebook(nb_dir / "slow.ipynb", "import time\ntime.sleep(120)")
+    (tmp_path / "slow.yaml").write_text("value: 2\n")
+    proc = subprocess.Popen([sys.executable, "-m", "evekit.cli", "run", "--serve", "--notebooks-dir", str(nb_dir),
+                             "--output-dir", str(tmp_path / "out"), str(tmp_path / "slow.yaml")],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines = []
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:  # wait until the notebook runs, the server being up
+        line = proc.stdout.readline()
+        lines.append(line)
+        if "running slow" in line:
+            break
+    assert any("embedded model" in line for line in lines), "".join(lines)
+    time.sleep(2)
+    proc.send_signal(signal.SIGTERM)
+    rest, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 130, "".join(lines) + rest
+    assert "embedded server stopped" in rest
+    time.sleep(1)
+    assert llama_pids() <= before
+
+
 def test_bad_parameter_files_stop_the_batch_before_anything_runs(tmp_path, capsys):
     nb_dir = tmp_path / "notebooks"
     nb_dir.mkdir()
