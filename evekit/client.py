@@ -75,7 +75,12 @@ PLACEHOLDER_KEY = "EMPTY"  # what local servers get when no key is configured
 
 
 class _BadResponse(Exception):
-    """The server answered 200 but the body is unusable (not JSON, no choices)."""
+    """The server answered 200 but the body is unusable (not JSON, no choices). `retryable`: the
+    body was garbled in transit (not JSON), so the same request may well succeed."""
+
+    def __init__(self, message: str, retryable: bool = False) -> None:
+        super().__init__(message)
+        self.retryable = retryable
 
 
 def _as_text(value: Any) -> str | None:
@@ -135,6 +140,8 @@ def _is_retryable(exc: BaseException) -> bool:
         if exc.status_code >= 500 and _rejects_request(exc):
             return False
         return exc.status_code in (408, 409, 429) or exc.status_code >= 500
+    if isinstance(exc, _BadResponse):
+        return exc.retryable
     return isinstance(exc, openai.APIConnectionError)  # includes APITimeoutError
 
 
@@ -432,7 +439,9 @@ class ModelClient:
             async for attempt in retrying:
                 with attempt:
                     response = await self._post(session, request)
-            result = self._parse(request, response)
+                    # Inside the retried block: a 200 whose body is not JSON (a proxy's error page,
+                    # a truncated body) is retried like a 5xx.
+                    result = self._parse(request, response)
         except Exception as exc:  # noqa: BLE001 - classified below; EndpointError propagates
             retries = max(0, retrying.statistics.get("attempt_number", 1) - 1)
             self.usage.retries += retries
@@ -499,7 +508,8 @@ class ModelClient:
             data = json.loads(content_bytes)
         except ValueError:
             snippet = _short(content_bytes[:120].decode("utf-8", "replace"), 120)
-            raise _BadResponse(f"not JSON (HTTP {response.status_code}, body starts {snippet!r})") from None
+            raise _BadResponse(f"not JSON (HTTP {response.status_code}, body starts {snippet!r})",
+                               retryable=True) from None
         choices = data.get("choices") if isinstance(data, dict) else None
         if not choices or not isinstance(choices, list) or not isinstance(choices[0], dict):
             err = data.get("error") if isinstance(data, dict) else None

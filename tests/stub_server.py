@@ -13,6 +13,7 @@ Per-prompt behaviour is selected with a marker anywhere in the prompt, e.g. "[[t
   [[think]]          content "<think>...</think>answer"
   [[no_choices]]     200 with `"choices": []`
   [[invalid_json]]   200 with a body that is not JSON
+  [[invalid_json_once]] the same on the first attempt only, then a normal answer
   [[bad_request]]    400 (a per-request client error, e.g. prompt too long)
   [[fail]]           500 on every attempt
   [[hang]]           sleep `hang` seconds on every attempt (past the client's timeout)
@@ -121,7 +122,7 @@ def build_app(cfg: StubConfig):  # -> aiohttp.web.Application
         if "bad_request" in marks:
             return error(400, "This model's maximum context length is 2048 tokens.")
         answered[prompt] += 1
-        if "invalid_json" in marks:
+        if "invalid_json" in marks or ("invalid_json_once" in marks and attempt == 0):
             return web.Response(text="<html>502 Bad Gateway</html>", content_type="application/json")
 
         answer = f"echo: {prompt}"

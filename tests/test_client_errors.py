@@ -104,8 +104,19 @@ def test_no_choices_and_invalid_json_are_recorded_failures(guarded, key, tmp_pat
     assert empty.failed and empty.error == (
         f"unusable response from {guarded.base_url} (model {MODEL}): the response has no choices")
     assert garbage.failed and garbage.error.startswith(
-        f"unusable response from {guarded.base_url} (model {MODEL}): not JSON (HTTP 200, body starts '<html>")
+        f"unusable response from {guarded.base_url} (model {MODEL}) after 1 retry: "
+        "not JSON (HTTP 200, body starts '<html>")
     assert c.usage.failures == 2
+    # A body that is not JSON is retried like a 5xx; a response without choices is not.
+    stats = guarded.stats()["requests"]
+    assert stats["[[invalid_json]]"] == FAST["max_retries"] + 1 and stats["[[no_choices]]"] == 1
+
+
+def test_a_body_that_is_not_json_once_is_retried_and_answered(guarded, key, tmp_path):
+    c = ModelClient(MODEL, guarded.base_url, key, cache_dir=tmp_path, **FAST)
+    (res,) = c.generate([GenerationRequest(prompt="[[invalid_json_once]] hi")])
+    assert not res.failed and res.text == "echo: [[invalid_json_once]] hi"
+    assert guarded.stats()["requests"]["[[invalid_json_once]] hi"] == 2 and c.usage.retries == 1
 
 
 def test_the_key_never_appears_in_results_usage_or_exported_cache(guarded, key, tmp_path):
