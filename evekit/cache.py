@@ -22,6 +22,7 @@ import hashlib
 import json
 import os
 import queue
+import socket
 import sqlite3
 import threading
 import time
@@ -50,7 +51,26 @@ CREATE TABLE IF NOT EXISTS responses (
     created REAL
 );
 CREATE TABLE IF NOT EXISTS imports (path TEXT PRIMARY KEY, size INTEGER, mtime_ns INTEGER);
+-- Calls in flight: a process claims a key before sending it, so another process sharing the cache
+-- waits for that answer instead of paying for it again. A claim ends with the answer, a failure,
+-- its process's death or its expiry.
+CREATE TABLE IF NOT EXISTS claims (key TEXT PRIMARY KEY, owner TEXT NOT NULL, host TEXT, pid INTEGER,
+                                   expires REAL);
 """
+
+
+def _claim_is_stale(host: str | None, pid: int | None, expires: float, now: float) -> bool:
+    """A claim whose time is up, or whose process (on this machine) no longer exists."""
+    if expires < now:
+        return True
+    if host == socket.gethostname() and pid:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:  # another user's live process
+            return False
+    return False
 
 
 def key_fields(model: str, request: GenerationRequest) -> dict[str, Any]:
@@ -140,21 +160,61 @@ class ResponseCache:
                 raise ValueError("failed results are not cached")
             rows.append((key, _canonical(fields), *(getattr(result, f) for f in RESULT_FIELDS), now))
         with self._lock:
-            # First answer wins: a replay stays stable even if two processes raced on one key.
-            if len(rows) == 1:
-                self._db.execute("INSERT OR IGNORE INTO responses VALUES (?,?,?,?,?,?,?,?,?)", rows[0])
-                return
             self._insert_many(rows)
 
     def _insert_many(self, rows: list[tuple]) -> None:
-        """One transaction for many rows (caller holds the lock); all or nothing."""
+        """One transaction for many rows (caller holds the lock); all or nothing. The answers end
+        their claims in the same transaction, so a waiting process never sees neither."""
         self._db.execute("BEGIN IMMEDIATE")
         try:
+            # First answer wins: a replay stays stable even if two processes raced on one key.
             self._db.executemany("INSERT OR IGNORE INTO responses VALUES (?,?,?,?,?,?,?,?,?)", rows)
+            self._db.executemany("DELETE FROM claims WHERE key = ?", [(r[0],) for r in rows])
             self._db.execute("COMMIT")
         except BaseException:
             self._db.execute("ROLLBACK")
             raise
+
+    # -- calls in flight, across processes ----------------------------------------------
+    def claim_many(self, keys: Iterable[str], owner: str, ttl: float) -> set[str]:
+        """Claim the `keys` nobody else is answering; returns those that are now `owner`'s.
+        Stale claims (expired, or of a process that died on this machine) are taken over."""
+        keys = list(dict.fromkeys(keys))
+        now, host, pid = time.time(), socket.gethostname(), os.getpid()
+        mine: set[str] = set()
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                for i in range(0, len(keys), 500):
+                    chunk = keys[i:i + 500]
+                    marks = ",".join("?" * len(chunk))
+                    held = self._db.execute(f"SELECT key, owner, host, pid, expires FROM claims WHERE key IN ({marks})",
+                                            chunk).fetchall()
+                    stale = [(k,) for k, o, h, p, e in held if o != owner and _claim_is_stale(h, p, e, now)]
+                    self._db.executemany("DELETE FROM claims WHERE key = ?", stale)
+                    self._db.executemany("INSERT OR IGNORE INTO claims VALUES (?,?,?,?,?)",
+                                         [(k, owner, host, pid, now + ttl) for k in chunk])
+                    mine |= {r[0] for r in self._db.execute(
+                        f"SELECT key FROM claims WHERE owner = ? AND key IN ({marks})", [owner, *chunk])}
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+        return mine
+
+    def release(self, owner: str, keys: Iterable[str] | None = None) -> None:
+        """End `owner`'s claims (all of them, or those on `keys`): failed calls, or the end of a run."""
+        with self._lock:
+            if keys is None:
+                self._db.execute("DELETE FROM claims WHERE owner = ?", (owner,))
+            else:
+                self._db.executemany("DELETE FROM claims WHERE owner = ? AND key = ?", [(owner, k) for k in keys])
+
+    def claimed(self, key: str) -> bool:
+        """Someone still holds a live claim on `key`."""
+        with self._lock:
+            row = self._db.execute("SELECT host, pid, expires FROM claims WHERE key = ?", (key,)).fetchone()
+        return row is not None and not _claim_is_stale(*row, time.time())
 
     def keys(self) -> set[str]:
         with self._lock:

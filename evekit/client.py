@@ -70,6 +70,7 @@ except ImportError:  # pragma: no cover - aiohttp is optional; httpx is used ins
 
 __all__ = ["ModelClient", "EndpointError", "CacheMiss"]
 
+CLAIM_POLL_SECONDS = 0.2  # how often a process waiting for another's answer looks for it
 MAX_RETRY_AFTER = 120.0  # seconds; a server asking for longer is treated as a failure
 PLACEHOLDER_KEY = "EMPTY"  # what local servers get when no key is configured
 
@@ -335,20 +336,57 @@ class ModelClient:
         bar.set_postfix(counts, refresh=False)
 
         writer = CacheWriter(self.cache) if self.cache is not None and todo else None
+        # Another process on the same cache may be sending some of these right now: each key is
+        # claimed just before it is sent, and a key another process holds is waited for, not paid
+        # for twice.
+        owner = f"{socket.gethostname()}:{os.getpid()}:{id(self):x}:{time.monotonic_ns()}"
+        claim_ttl = self.timeout * (self.max_retries + 1) + 60.0
 
         aborted: list[BaseException] = []  # set by an EndpointError: send nothing more
 
+        async def answered_elsewhere(key: str) -> GenerationResult | None:
+            """The answer of the process holding `key`'s claim, or None when the claim ended
+            without one (that call failed, or its process died)."""
+            assert self.cache is not None
+            while True:
+                await asyncio.sleep(CLAIM_POLL_SECONDS)
+                if (hit := self.cache.get(key)) is not None:
+                    return hit
+                if not self.cache.claimed(key):
+                    return self.cache.get(key)  # the answer may have landed in between
+
+        def take(key: str, where: list[int], hit: GenerationResult) -> None:
+            """An answer another process got for `key` (it counts as a cache hit)."""
+            self.usage.cache_hits += len(where)
+            for i in where:
+                results[i] = replace(hit)
+            counts["cached"] += len(where)
+            bar.update(len(where))
+
         async def one(key: str, where: list[int], session: _Session) -> None:
-            async with session.semaphore:
-                if aborted:
+            while True:
+                async with session.semaphore:
+                    if aborted:
+                        return
+                    if writer is None or key in self.cache.claim_many([key], owner, claim_ttl):
+                        # Answered by another process since this run looked the key up?
+                        if writer is not None and (hit := self.cache.get(key)) is not None:
+                            self.cache.release(owner, [key])
+                            take(key, where, hit)
+                            return
+                        try:
+                            result = await self._call(session, requests[where[0]])
+                        except EndpointError as e:
+                            aborted.append(e)
+                            raise
+                        break
+                if (elsewhere := await answered_elsewhere(key)) is not None:
+                    take(key, where, elsewhere)
                     return
-                try:
-                    result = await self._call(session, requests[where[0]])
-                except EndpointError as e:
-                    aborted.append(e)
-                    raise
             if writer is not None and not result.failed:
-                writer.put(key, fields[where[0]], result)
+                writer.put(key, fields[where[0]], result)  # the write also ends the claim
+            elif writer is not None:
+                self.cache.release(owner, [key])  # a failure: let another process try
             for j, i in enumerate(where):
                 results[i] = result if j == 0 else replace(result)
             if result.failed:
@@ -371,6 +409,7 @@ class ModelClient:
             bar.close()
             if writer is not None:
                 writer.close()  # everything answered is on disk before we return or raise
+                self.cache.release(owner)  # claims left by an interruption or an abort
             self.usage.seconds += time.perf_counter() - started
         return results  # type: ignore[return-value]
 

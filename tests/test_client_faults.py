@@ -142,3 +142,50 @@ def test_killed_run_resumes_with_only_the_missing_requests(tmp_path):
     assert set(sent) == {f"item {i}" for i in range(n)} - done and all(v == 1 for v in sent.values())
     assert [r.text for r in res] == [f"echo: item {i}" for i in range(n)]
     assert c.usage.cache_hits == len(done) and c.usage.requests == n - len(done)
+
+
+_SHARED_CACHE_SCRIPT = textwrap.dedent("""
+    import sys, time
+    from evekit.client import ModelClient
+    from evekit.types import GenerationRequest
+    url, cache, start = sys.argv[1], sys.argv[2], float(sys.argv[3])
+    time.sleep(max(0.0, start - time.time()))  # both processes begin together
+    c = ModelClient("stub-model", url, concurrency=4, cache_dir=cache, timeout=5, max_retries=1, progress=False)
+    res = c.generate([GenerationRequest(messages=({"role": "user", "content": f"shared {i}"},), max_tokens=8)
+                      for i in range(20)])
+    assert all(r.text == f"echo: shared {i}" for i, r in enumerate(res)), [r.error for r in res]
+    print("requests", c.usage.requests, "hits", c.usage.cache_hits)
+""")
+
+
+def test_two_processes_on_one_cache_send_each_call_once(tmp_path):
+    """A call in flight in one process is not sent again by another that shares the cache."""
+    script = tmp_path / "worker.py"
+    script.write_text(_SHARED_CACHE_SCRIPT)
+    with StubServer(latency=0.25) as stub:
+        start = time.time() + 3.0  # time for both interpreters to import evekit
+        procs = [subprocess.Popen([sys.executable, str(script), stub.base_url, str(tmp_path / "cache"), str(start)],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+        outs = [p.communicate(timeout=120) for p in procs]
+        stats = stub.stats()
+    assert all(p.returncode == 0 for p in procs), outs
+    assert stats["total"] == 20, stats["requests"]  # 40 without the claims
+    sent = [int(out.split()[1]) for out, _ in outs]
+    assert sum(sent) == 20 and min(sent) > 0  # both did work, neither repeated the other's
+    assert ResponseCache(tmp_path / "cache")._db.execute("SELECT COUNT(*) FROM claims").fetchone()[0] == 0
+
+
+def test_a_claim_of_a_dead_process_is_taken_over(tmp_path):
+    cache = ResponseCache(tmp_path)
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    pid = int(dead.stdout)
+    import socket
+    cache._db.execute("INSERT INTO claims VALUES (?,?,?,?,?)", ("k1", "ghost", socket.gethostname(), pid,
+                                                                time.time() + 3600))
+    cache._db.execute("INSERT INTO claims VALUES (?,?,?,?,?)", ("k2", "alive", socket.gethostname(), os.getpid(),
+                                                                time.time() + 3600))
+    cache._db.execute("INSERT INTO claims VALUES (?,?,?,?,?)", ("k3", "late", "other-host", 1, time.time() - 1))
+    assert cache.claim_many(["k1", "k2", "k3", "k4"], "me", ttl=60) == {"k1", "k3", "k4"}
+    assert cache.claimed("k2") and cache.claimed("k1")
+    cache.release("me")
+    assert not cache.claimed("k1") and cache.claimed("k2")
