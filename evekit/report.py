@@ -18,7 +18,7 @@ from typing import Any
 import pandas as pd
 
 import evekit
-from evekit.paths import display_path
+from evekit.paths import display_path, resolve_path
 
 EEE_SCHEMA_VERSION = "0.2.1"
 # Parameter names that could carry a secret if a user put one there by mistake.
@@ -74,19 +74,61 @@ def build_results(*, task: str, model: str, samples: pd.DataFrame, metrics: dict
     return json_safe(results)
 
 
+def _is_local_dataset(dataset: str) -> bool:
+    """A file (it has a suffix, as `EvalRun.load` decides) or an absolute path; else a hub id."""
+    return bool(Path(dataset).suffix) or Path(dataset).expanduser().is_absolute()
+
+
+def _local_dataset_path(dataset: str) -> str:
+    """Where a local dataset is, without machine-specific parts: relative to the repository root
+    when inside it, else only the file name (never an absolute path)."""
+    shown = display_path(resolve_path(dataset))
+    return Path(shown).name if Path(shown).is_absolute() else shown
+
+
+def _eee_source_data(dataset: str, params: dict[str, Any]) -> dict[str, Any]:
+    """`source_data` of EEE 0.2.1: a hub dataset is its `hf_dataset` variant (`hf_repo`, `hf_split`);
+    a local file is its `other` variant, the path in `additional_details` (the schema has no local-file
+    variant, and its `additional_details` values must be strings)."""
+    if not _is_local_dataset(dataset):
+        source: dict[str, Any] = {"dataset_name": dataset, "source_type": "hf_dataset", "hf_repo": dataset}
+        if isinstance(params.get("split"), str):
+            source["hf_split"] = params["split"]
+        return source
+    path = _local_dataset_path(dataset)
+    details = {"path": path}
+    if Path(path).suffix:
+        details["format"] = Path(path).suffix.lstrip(".").lower()
+    return {"dataset_name": Path(path).name, "source_type": "other", "additional_details": details}
+
+
+def _eee_uncertainty(m: dict[str, Any], n: int) -> dict[str, Any]:
+    """`uncertainty` of EEE 0.2.1: the interval only when both bounds are numbers (the schema requires
+    `lower` and `upper` as numbers), `num_samples` as an integer."""
+    out: dict[str, Any] = {}
+    low, high = json_safe(m.get("ci_low")), json_safe(m.get("ci_high"))
+    if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (low, high)):
+        out["confidence_interval"] = {"lower": low, "upper": high, "confidence_level": 0.95, "method": "bootstrap"}
+    num = m.get("n")
+    out["num_samples"] = int(num) if isinstance(json_safe(num), (int, float)) else int(n)
+    return out
+
+
 def to_eee(results: dict[str, Any], *, dataset: str) -> dict[str, Any]:
-    """One result in the Every Eval Ever schema 0.2.1 (the fields EuroEval documents)."""
+    """One result in the Every Eval Ever schema 0.2.1 (its `eval.schema.json`; the fields EuroEval
+    documents). Metrics without a numeric value are left out (the schema's `score` is a number)."""
     now = int(time.time())
-    source_type = "hf_dataset" if not Path(dataset).suffix else "local_file"
+    source_data = _eee_source_data(str(dataset), results.get("params") or {})
     failures = results.get("n_failed", 0) + results.get("n_unparsed", 0)
     evaluation_results = []
     for name, m in results["metrics"].items():
-        if m.get("value") is None:
+        value = json_safe(m.get("value"))
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
             continue
         bounded = name not in {"fleiss_kappa"}
         evaluation_results.append({
             "evaluation_name": name,
-            "source_data": {"dataset_name": dataset, "source_type": source_type},
+            "source_data": dict(source_data),
             "metric_config": {
                 "lower_is_better": False,
                 "score_type": "continuous",
@@ -94,20 +136,12 @@ def to_eee(results: dict[str, Any], *, dataset: str) -> dict[str, Any]:
                 "max_score": 1,
             },
             "score_details": {
-                "score": m["value"],
+                "score": value,
                 "details": {
                     "num_failed_instances": f"{float(results.get('n_failed', 0))}",
                     "num_unparsed_instances": f"{float(results.get('n_unparsed', 0))}",
                 },
-                "uncertainty": {
-                    "confidence_interval": {
-                        "lower": m.get("ci_low"),
-                        "upper": m.get("ci_high"),
-                        "confidence_level": 0.95,
-                        "method": "bootstrap",
-                    },
-                    "num_samples": m.get("n", results["n"]),
-                },
+                "uncertainty": _eee_uncertainty(m, results["n"]),
             },
         })
     return json_safe({

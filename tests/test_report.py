@@ -53,7 +53,8 @@ def test_eee_record_has_the_schema_fields_and_item_counts():
     assert eee["model_info"]["id"] == "m" and eee["eval_library"]["name"] == "evekit"
     (acc,) = eee["evaluation_results"]  # the NaN metric is left out, not reported as 0
     assert acc["evaluation_name"] == "acc"
-    assert acc["source_data"] == {"dataset_name": "eve-esa/mcqa-single-answer", "source_type": "hf_dataset"}
+    assert acc["source_data"] == {"dataset_name": "eve-esa/mcqa-single-answer", "source_type": "hf_dataset",
+                                  "hf_repo": "eve-esa/mcqa-single-answer"}  # no split among the params
     details = acc["score_details"]
     assert math.isclose(details["score"], 2 / 3)
     ci = details["uncertainty"]["confidence_interval"]
@@ -70,4 +71,6 @@ def test_write_run_writes_the_three_files_and_its_record(tmp_path):
     assert record.files == ("samples.csv", "results.json", "results.eee.jsonl")
     assert record.details["model"] == "m"
     line = (out / "results.eee.jsonl").read_text().splitlines()
-    assert len(line) == 1 and json.loads(line[0])["evaluation_results"][0]["source_data"]["source_type"] == "local_file"
+    source = json.loads(line[0])["evaluation_results"][0]["source_data"]
+    assert len(line) == 1 and source["source_type"] == "other"  # EEE 0.2.1 has no local-file variant
+    assert source["additional_details"]["path"] == "data/x.jsonl"
