@@ -221,8 +221,9 @@ def detectable_differences(entries: list[Entry], *, alpha: float = 0.05, power: 
             note = (f"{task}: with n = {n}, differences in {metric} below {mdd:.2f} cannot be detected "
                     f"({power:.0%} power, alpha {alpha})")
         elif best["kind"] == "paired_binary" and best.get("discordance", 0) > 0:
-            note = (f"{task}: with n = {n} no difference in {metric} can be detected with {power:.0%} power, "
-                    f"even one where every discordant item goes one way")
+            note = (f"{task}: with n = {n}, no difference in {metric} can be detected with {power:.0%} power: "
+                    f"even {best['discordance']:.2f}, every item on which the models disagree going one way, "
+                    "is too small a set to separate two models")
         else:
             note = f"{task}: n = {n} is too small, or the scores never differ, to size a comparison"
         rows.append({"task": task, "metric": metric, "n": n, "mdd": _tidy(mdd), "basis": best["basis"],

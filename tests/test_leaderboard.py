@@ -114,3 +114,14 @@ def test_detectable_difference_matches_the_power_calculations(tmp_path):
     assert g.note == f"graded_task: with n = 12, differences in rouge below {g.mdd:.2f} cannot be detected " \
                      "(80% power, alpha 0.05)"
     assert g.mdd > 0.3  # twelve items cannot separate two models by less than a third of the scale
+
+
+def test_a_set_too_small_to_separate_two_models_says_so(tmp_path):
+    acc_run(tmp_path, "m", [1.0] * 10 + [0.0] * 2)   # the recorded demo: 12 items, 10 right
+    row = lb.detectable_differences(lb.collect(tmp_path, ["run"])).iloc[0]
+    assert row.n == 12 and np.isnan(row.mdd)
+    assert row.note.startswith("mcqa_single_answer: with n = 12, no difference in acc can be detected")
+    big = tmp_path / "big"
+    acc_run(big, "m", [1.0] * 500 + [0.0] * 100)
+    row = lb.detectable_differences(lb.collect(big, ["run"])).iloc[0]
+    assert 0 < row.mdd < 0.1 and f"below {row.mdd:.2f}" in row.note
