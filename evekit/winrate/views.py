@@ -104,6 +104,7 @@ def verdict_text(comp: Comparison, alpha: float = ALPHA) -> str:
     s = comp.summary.set_index("judge")
     m, avg = s.loc["majority"], s.loc["average"]
     avg_diff = (avg["win_rate_difference"], avg["win_rate_difference_ci_low"], avg["win_rate_difference_ci_high"])
+    avg_alpaca = (avg["alpaca_win_rate_a"], avg["alpaca_win_rate_a_ci_low"], avg["alpaca_win_rate_a_ci_high"])
     if not m["n"]:
         return f"{comp.name_a} vs {comp.name_b}: no question received a usable verdict."
     p = m["sign_test_p"]
@@ -118,8 +119,7 @@ def verdict_text(comp: Comparison, alpha: float = ALPHA) -> str:
         f"{m['win_rate_a_ci_high']:.0%}), {comp.name_b} wins {int(m['wins_b'])} ({m['win_rate_b']:.0%}), "
         f"{int(m['ties'])} ties. Sign test: {concl}. Average across judges (EVE): win rate "
         f"{avg['win_rate_a']:.3f} vs {avg['win_rate_b']:.3f} (difference {_ci(*avg_diff)}, 95% CI over "
-        f"questions), alpaca win rate {_ci(avg['alpaca_win_rate_a'], avg['alpaca_win_rate_a_ci_low'], avg['alpaca_win_rate_a_ci_high'])} "
-        f"vs {avg['alpaca_win_rate_b']:.3f}."
+        f"questions), alpaca win rate {_ci(*avg_alpaca)} vs {avg['alpaca_win_rate_b']:.3f}."
     )
 
 
