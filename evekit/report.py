@@ -322,7 +322,7 @@ def write_index(run_dir: Path) -> Path:
                 if report.exists() else "no report")
         rows.append(
             f"<tr><td>{html.escape(res['task'])}</td><td>{html.escape(res['model'])}</td>"
-            f"<td>{html.escape(name)}</td><td>{format_metric(m)}</td><td>{res['n']}</td>"
+            f"<td>{html.escape(name)}</td><td>{format_metric(m)}</td><td>{_metric_n(res, m)}</td>"
             f"<td>{res.get('n_unparsed', 0)}</td><td>{_failed_cell(res)}</td><td>{link}</td></tr>"
         )
     extra = []
@@ -342,7 +342,8 @@ def write_index(run_dir: Path) -> Path:
 <style>body{{font-family:sans-serif;margin:2em;max-width:70em}}table{{border-collapse:collapse}}
 td,th{{border:1px solid #ccc;padding:.3em .6em;text-align:left}}th{{background:#eee}}</style></head>
 <body><h1>evekit run <code>{html.escape(run_dir.name)}</code></h1>
-<p>Headline metric per task with its 95% bootstrap confidence interval. <em>unparsed</em>: answers the
+<p>Headline metric per task with its 95% confidence interval; <em>n</em>: the items behind that metric
+(of the run's items, when some were left out). <em>unparsed</em>: answers the
 model gave in an unusable form (scored wrong); <em>failed</em>: infrastructure failures (excluded from the
 metric). Scores of the embedded SmolLM2-135M demo model only show that the pipeline works; they are not a
 finding about any model.</p>
@@ -357,6 +358,13 @@ finding about any model.</p>
     index = run_dir / "index.html"
     index.write_text(page, encoding="utf-8")
     return index
+
+
+def _metric_n(res: dict[str, Any], m: dict[str, Any] | None) -> str:
+    """The n behind the headline metric (failed items and abstentions left out), and the item count
+    when it differs."""
+    n = res["n"] if m is None else m.get("n", res["n"])
+    return f"{n}" if n == res["n"] else f"{n} of {res['n']}"
 
 
 def _failed_cell(res: dict[str, Any]) -> str:

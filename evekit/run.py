@@ -232,9 +232,17 @@ class TaskRun:
         answered = self.answered
         agreement = judging.agreement_matrix(answered, self.judge_names)
         kappa = judging.cohen_kappa_matrix(answered, self.judge_names)
-        fleiss = (self.metrics or self.compute_metrics()).get("fleiss_kappa", {}).get("value")
+        fk = (self.metrics or self.compute_metrics()).get("fleiss_kappa", {})
+        fleiss = fk.get("value")
+        ci = (f" [95% CI {fk['ci_low']:.3f}, {fk['ci_high']:.3f}]"
+              if fleiss is not None and pd.notna(fleiss) and pd.notna(fk.get("ci_low")) else "")
         print(f"Fleiss' kappa over {len(self.judge_names)} judges: "
-              f"{'n/a' if fleiss is None else format(fleiss, '.3f')}")
+              f"{'n/a' if fleiss is None or pd.isna(fleiss) else format(fleiss, '.3f')}{ci}")
+        notes = [fk["note"]] if fk.get("note") else []
+        pairs = judging.pairwise_agreement(answered, self.judge_names, seed=self.config.seed)
+        notes += [f"{r.judge_a} vs {r.judge_b}: {r.note}" for r in pairs.itertuples() if r.note]
+        for note in notes:
+            print(f"Note: {note}")
         table = agreement.round(3).astype(object)
         for i, a in enumerate(self.judge_names):
             for j, b in enumerate(self.judge_names):

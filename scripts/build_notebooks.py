@@ -227,13 +227,21 @@ seed = 1234''', "parameters"),
         code("board.round(4)"),
         code("figure = plots.leaderboard_chart(board) if len(board) else None"),
         new_markdown_cell("## Are two models different?\nOn the items both answered: McNemar's exact test "
-                          "for 0/1 scores, a paired bootstrap of the mean difference otherwise."),
+                          "with a Bonett-Price 95% interval of the difference for 0/1 scores, a sign-flip "
+                          "permutation test with a BCa interval otherwise; `p_holm` adjusts the p-values for "
+                          "testing every pair (Holm)."),
         code("tests = lb.paired_tests(entries, seed=seed)\n"
              "tests.round(4) if len(tests) else print(\"Only one model per task: nothing to compare.\")"),
+        new_markdown_cell("## What can this many items detect?\nFor each task, the smallest difference in "
+                          "its headline metric that a paired test of two models detects with 80% power at alpha "
+                          "0.05, for its n: from the observed pairs of models, or, with one model, assuming a "
+                          "second one of the same score that errs independently."),
+        code("detectable = lb.detectable_differences(entries)\n"
+             "for note in detectable[\"note\"]:\n    print(note)\ndetectable.round(4)"),
         new_markdown_cell("## Usage\nRequests sent, cache hits, tokens and seconds per run."),
         code("# NBVAL_IGNORE_OUTPUT\n# (wall seconds differ from run to run)\nusage = lb.usage_totals(entries)\nusage"),
-        code("out = lb.save_summary(resolve_path(output_dir) / run_name / \"summary\", board, tests, usage, figure)\n"
-             "print(f\"Saved outputs to {display_path(out)}\")"),
+        code("out = lb.save_summary(resolve_path(output_dir) / run_name / \"summary\", board, tests, usage, figure,\n"
+             "                      detectable=detectable)\nprint(f\"Saved outputs to {display_path(out)}\")"),
     ]
     nb = new_notebook(cells=cells)
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}

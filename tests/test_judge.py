@@ -482,3 +482,86 @@ def test_judge_agreement_counts_only_samples_every_judge_voted_on():
     pairwise = pd.DataFrame({"j1": ["a", "a", "tie", None], "j2": ["a", "b", "tie", "a"]}, dtype=object)
     assert J.judge_agreement(pairwise).tolist()[:3] == [1.0, 0.0, 1.0] and math.isnan(J.judge_agreement(pairwise)[3])
     assert J.judge_agreement(pairwise[["j1"]]).isna().all()  # one judge agreeing with itself says nothing
+
+
+# ----------------------------------------------------------------------------- intervals of the judge metrics
+
+def test_judge_kappas_are_the_stats_ones_and_match_statsmodels():
+    from statsmodels.stats.inter_rater import aggregate_raters, cohens_kappa
+    from statsmodels.stats.inter_rater import fleiss_kappa as sm_fleiss
+
+    from evekit import stats
+
+    assert J.cohen_kappa is stats.cohen_kappa and J.fleiss_kappa is stats.fleiss_kappa
+    rng = np.random.default_rng(3)
+    for _ in range(5):
+        r = rng.integers(0, 2, size=(30, 3)).astype(float)
+        table = np.zeros((2, 2))
+        np.add.at(table, (r[:, 0].astype(int), r[:, 1].astype(int)), 1)
+        assert J.cohen_kappa(r[:, 0], r[:, 1]) == pytest.approx(cohens_kappa(table).kappa)
+        assert J.fleiss_kappa(r) == pytest.approx(sm_fleiss(aggregate_raters(r.astype(int))[0], method="fleiss"))
+
+
+def test_fleiss_kappa_reports_how_many_resamples_were_defined():
+    # 19 unanimous samples and 1 split one: most resamples miss the split sample and have every
+    # verdict PASS, where kappa is undefined; the interval comes from the others, and says so.
+    votes = np.ones((20, 3))
+    votes[0] = [1, 0, 1]
+    df = votes_df(a=votes[:, 0], b=votes[:, 1], c=votes[:, 2])
+    fk = J.judge_metrics(df, ["a", "b", "c"], seed=0, n_boot=1000)["fleiss_kappa"]
+    from statsmodels.stats.inter_rater import aggregate_raters
+    from statsmodels.stats.inter_rater import fleiss_kappa as sm_fleiss
+
+    assert fk["value"] == pytest.approx(sm_fleiss(aggregate_raters(votes.astype(int))[0], method="fleiss"))
+    assert fk["n_boot"] == 1000 and 0 < fk["n_defined"] < 1000
+    # P(a resample holds the split sample) = 1 - (19/20)^20 = 0.642
+    assert fk["n_defined"] == pytest.approx(1000 * (1 - (19 / 20) ** 20), abs=50)
+    assert f"{fk['n_defined']} of 1000 resamples" in fk["note"]
+    assert fk["n"] == 20 and fk["method"].startswith("fleiss")
+
+
+def test_fleiss_kappa_undefined_when_every_verdict_is_the_same_says_so():
+    df = votes_df(a=[1, 1, 1, 1], b=[1, 1, 1, 1], c=[1, 1, 1, np.nan])
+    fk = J.judge_metrics(df, ["a", "b", "c"], n_boot=200)["fleiss_kappa"]
+    assert math.isnan(fk["value"]) and fk["n_defined"] == 0 and "undefined" in fk["note"]
+
+
+def test_constant_judge_has_kappa_zero_with_a_note_and_an_interval():
+    # judge b passes everything; a fails 1 of 12: raw agreement 11/12 = 91.7%, kappa 0 by definition
+    a = [1] * 11 + [0]
+    df = votes_df(a=a, b=[1] * 12, c=[1] * 6 + [0] * 6)
+    table = J.pairwise_agreement(df, ["a", "b", "c"], n_boot=300).set_index(["judge_a", "judge_b"])
+    ab = table.loc[("a", "b")]
+    assert ab.cohen_kappa == 0 and ab.agreement == pytest.approx(11 / 12)
+    assert ab.note == ("judge b gave the same verdict (PASS) on every item: kappa is 0 by definition "
+                       "although raw agreement is 91.7%")
+    assert ab.kappa_ci_low == 0 and ab.kappa_ci_high == 0
+    ac = table.loc[("a", "c")]
+    assert ac.note == "" and ac.kappa_ci_low <= ac.cohen_kappa <= ac.kappa_ci_high < 1
+    # the interval is stats' Cohen interval on the same pairs
+    from evekit import stats
+
+    ref = stats.interval(np.column_stack([a, [1] * 6 + [0] * 6]).astype(float), "kappa", n_boot=300)
+    assert (ac.kappa_ci_low, ac.kappa_ci_high) == (ref["ci_low"], ref["ci_high"])
+    both = J.pairwise_agreement(votes_df(a=[1, 1, 1], b=[1, 1, 1]), ["a", "b"])
+    assert math.isnan(both.cohen_kappa[0]) and "kappa is undefined" in both.note[0]
+
+
+def test_judge_metric_intervals_by_kind():
+    from statsmodels.stats.proportion import proportion_confint
+
+    from evekit import stats
+
+    a = [1, 1, 0, 1, 1, 1, 0, 1, np.nan, 1]
+    b = [1, 0, 0, 1, 1, 1, 1, 1, 1, 1]
+    df = J.add_vote_columns(votes_df(a=a, b=b), ["a", "b"])
+    m = J.judge_metrics(df, ["a", "b"], seed=2, n_boot=500)
+    lo, hi = proportion_confint(7, 9, method="wilson")
+    assert (m["llm_as_judge_a"]["ci_low"], m["llm_as_judge_a"]["ci_high"]) == (pytest.approx(lo), pytest.approx(hi))
+    assert m["llm_as_judge_a"]["method"] == "wilson" and m["judge_voting"]["method"] == "wilson"
+    agree = df["judge_agreement"].dropna()
+    lo, hi = proportion_confint(int(agree.sum()), len(agree), method="wilson")
+    assert m["judge_agreement"]["ci_low"] == pytest.approx(lo) and m["judge_agreement"]["n"] == 9
+    assert m["llm_as_judge_avg"] == stats.interval(df["llm_as_judge_avg"], "graded_mean", seed=2, n_boot=500)
+    single = J.judge_metrics(votes_df(solo=[1] * 12), ["solo"])["llm_as_judge"]
+    assert single["ci_low"] == pytest.approx(proportion_confint(12, 12, method="wilson")[0]) and single["ci_high"] == 1

@@ -591,3 +591,94 @@ def test_refusal_context_column_is_read_as_lm_eval_names_it(tmp_path):
                   "filtered_resps": ["['a']"]}).to_csv(tmp_path / "eve.csv", index=False)
     answers = wr.read_answers(tmp_path / "eve.csv")
     assert answers.loc[0, "context"] == ("The context.",) and answers.loc[0, "answer"] == "a"
+
+
+# --------------------------------------------------------------------------- intervals over questions
+def _eve_example(tmp_path, judge_names=("j1",), both_orders=False):
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    n = 100
+    questions = [f"Question {i} about Sentinel-{i % 6}?" for i in range(n)]
+    a = [f"GOOD answer {i}" if i < 72 else f"weak answer {i}" if i < 97 else f"so-so answer {i} (a)" for i in range(n)]
+    b = [f"weak answer {i}" if i < 72 else f"GOOD answer {i}" if i < 97 else f"so-so answer {i} (b)" for i in range(n)]
+    comp = comparison(tmp_path, questions, a, b)
+    judge(comp, judge_names, Scripted(by_quality), seed=7, both_orders=both_orders)
+    return comp
+
+
+def test_alpaca_win_rate_and_difference_have_intervals_over_questions(tmp_path):
+    import numpy as np
+    from scipy import stats as sps
+
+    comp = _eve_example(tmp_path)
+    s = row(comp, "j1")
+    # per question: 72 wins (1), 25 losses (0), 3 ties (0.5) -> mean 0.735, SE = sd / sqrt(100)
+    x = np.array([1.0] * 72 + [0.0] * 25 + [0.5] * 3)
+    se = x.std(ddof=1) / 10
+    ref = sps.bootstrap((x,), np.mean, n_resamples=4000, method="BCa", rng=np.random.default_rng(0))
+    low, high = ref.confidence_interval
+    assert s["alpaca_win_rate_a_ci_low"] == pytest.approx(low, abs=0.015)
+    assert s["alpaca_win_rate_a_ci_high"] == pytest.approx(high, abs=0.015)
+    assert s["alpaca_win_rate_a_ci_high"] - s["alpaca_win_rate_a_ci_low"] == pytest.approx(2 * 1.96 * se, rel=0.1)
+    # win_rate_a - win_rate_b = mean of +1 / -1 / 0 per question: 0.47, SE = sd / sqrt(100)
+    d = np.array([1.0] * 72 + [-1.0] * 25 + [0.0] * 3)
+    assert s["win_rate_difference"] == pytest.approx(0.47)
+    assert s["win_rate_difference_ci_low"] < 0.47 < s["win_rate_difference_ci_high"]
+    width = s["win_rate_difference_ci_high"] - s["win_rate_difference_ci_low"]
+    assert width == pytest.approx(2 * 1.96 * d.std(ddof=1) / 10, rel=0.1)
+    assert (s["alpaca_win_rate_difference_ci_low"], s["alpaca_win_rate_difference_ci_high"]) == (
+        s["win_rate_difference_ci_low"], s["win_rate_difference_ci_high"])
+    # one decision per question: the win rate keeps Wilson
+    from statsmodels.stats.proportion import proportion_confint
+
+    assert s["win_rate_a_ci_low"] == pytest.approx(proportion_confint(72, 100, method="wilson")[0])
+    assert s["tie_rate_ci_high"] == pytest.approx(proportion_confint(3, 100, method="wilson")[1])
+    assert "bca" in s["ci_method"] and "wilson" in s["ci_method"]
+    for col in wr.CI_COLUMNS:
+        assert f"{col}_ci_low" in comp.summary.columns and f"{col}_ci_high" in comp.summary.columns
+    written = wr.summarize(comp, seed=7)
+    pd.testing.assert_frame_equal(written, comp.summary)  # seeded
+
+
+def test_average_of_judges_resamples_questions_not_decisions(tmp_path):
+    # three judges deciding identically, in both orders: 6 decisions per question, and the average
+    # row's intervals are those of one judge: copies of a decision are not more questions.
+    one = _eve_example(tmp_path / "one", ("j1",), both_orders=True)
+    three = _eve_example(tmp_path / "three", ("j1", "j2", "j3"), both_orders=True)
+    single, avg = row(one, "j1"), row(three, "average")
+    assert avg["n"] is pd.NA or pd.isna(avg["n"])
+    for col in ("win_rate_a", "alpaca_win_rate_a", "win_rate_difference", "tie_rate"):
+        assert avg[col] == pytest.approx(single[col])
+        assert avg[f"{col}_ci_low"] == pytest.approx(single[f"{col}_ci_low"])
+        assert avg[f"{col}_ci_high"] == pytest.approx(single[f"{col}_ci_high"])
+    # what pooling the 600 decisions would have claimed: a much narrower interval
+    from statsmodels.stats.proportion import proportion_confint
+
+    lo, hi = proportion_confint(6 * 72, 600, method="wilson")
+    assert hi - lo < 0.5 * (avg["win_rate_a_ci_high"] - avg["win_rate_a_ci_low"])
+    # position bias in both orders: two decisions per question, bootstrap over questions
+    assert "over questions" in single["ci_method"]
+    assert single["position_bias_ci_low"] <= single["position_bias"] <= single["position_bias_ci_high"]
+
+
+def test_question_interval_is_unchanged_when_every_decision_is_repeated():
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    den = rng.integers(0, 3, size=(40, 2)).astype(float)     # 0-2 decisions per question and judge
+    num = np.minimum(den, rng.integers(0, 3, size=(40, 2)))
+    once = wr.question_interval(num, den, seed=3, n_boot=500)
+    thrice = wr.question_interval(3 * num, 3 * den, seed=3, n_boot=500)
+    assert once == thrice and once["ci_low"] < once["value"] < once["ci_high"]
+    assert once["value"] == pytest.approx(np.mean(num.sum(0) / den.sum(0)))
+    # one 0/1 observation per question and judge, the same questions: mean of per-question values
+    from evekit import stats
+
+    b = rng.integers(0, 2, size=(30, 3)).astype(float)
+    assert wr.question_interval(b, np.ones_like(b)) == stats.interval(b.mean(axis=1), "graded_mean")
+    assert wr.question_interval(b[:, 0], np.ones(30)) == stats.interval(b[:, 0], "proportion")
+
+
+def test_summary_floats_are_tidy(tmp_path):
+    comp = _eve_example(tmp_path)
+    s = row(comp, "j1")
+    assert s["alpaca_win_rate_difference"] == 0.47  # 0.735 - 0.265 = 0.47000000000000003 before rounding

@@ -12,9 +12,10 @@ import numpy as np
 import pandas as pd
 
 from evekit.judges.voting import add_vote_columns
+from evekit.stats import cohen_kappa, fleiss_kappa, interval
 
 __all__ = ["judge_names_in", "fleiss_kappa", "cohen_kappa", "agreement_matrix", "cohen_kappa_matrix",
-           "pairwise_agreement", "judge_metrics", "judge_counts"]
+           "pairwise_agreement", "kappa_note", "judge_metrics", "judge_counts", "PAIRWISE_COLUMNS"]
 
 
 def judge_names_in(df: pd.DataFrame) -> list[str]:
@@ -29,39 +30,6 @@ def _votes_matrix(df: pd.DataFrame, judge_names: Sequence[str]) -> np.ndarray:
     if missing:
         raise ValueError(f"judged samples table has no column(s) {missing}")
     return df[cols].to_numpy(dtype=float)
-
-
-def fleiss_kappa(ratings: np.ndarray) -> float:
-    """Fleiss' kappa of binary ratings (rows = samples, columns = judges, no NaN).
-
-    NaN when undefined (fewer than 2 samples or raters, or every rating identical).
-    """
-    from statsmodels.stats.inter_rater import fleiss_kappa as _fk
-    ratings = np.asarray(ratings, dtype=float)
-    if ratings.ndim != 2 or ratings.shape[0] < 2 or ratings.shape[1] < 2:
-        return float("nan")
-    passes = ratings.sum(axis=1)
-    table = np.column_stack([ratings.shape[1] - passes, passes])
-    p = table.sum(axis=0) / table.sum()
-    if np.isclose((p ** 2).sum(), 1.0):  # everyone said the same thing: chance agreement is 1
-        return float("nan")
-    return float(_fk(table, method="fleiss"))
-
-
-def cohen_kappa(a: Sequence[float], b: Sequence[float]) -> float:
-    """Cohen's kappa of two binary raters on the samples both rated (NaN where undefined)."""
-    from statsmodels.stats.inter_rater import cohens_kappa
-    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
-    both = ~np.isnan(a) & ~np.isnan(b)
-    a, b = a[both].astype(int), b[both].astype(int)
-    if len(a) == 0:
-        return float("nan")
-    table = np.zeros((2, 2))
-    np.add.at(table, (a, b), 1)
-    pe = (table.sum(0) * table.sum(1)).sum() / len(a) ** 2
-    if np.isclose(pe, 1.0):
-        return float("nan")
-    return float(cohens_kappa(table, return_results=False))
 
 
 def _pairwise(df: pd.DataFrame, judge_names: Sequence[str], fn: Callable) -> pd.DataFrame:
@@ -88,11 +56,49 @@ def cohen_kappa_matrix(df: pd.DataFrame, judge_names: Sequence[str]) -> pd.DataF
     return _pairwise(df, judge_names, cohen_kappa)
 
 
-def pairwise_agreement(df: pd.DataFrame, judge_names: Sequence[str] | None = None) -> pd.DataFrame:
+def _verdict_word(v: float) -> str:
+    return {1.0: "PASS", 0.0: "FAIL"}.get(float(v), str(v))
+
+
+def kappa_note(a: np.ndarray, b: np.ndarray, name_a: str = "a", name_b: str = "b") -> str:
+    """Why Cohen's kappa of two judges (items both voted on) says little, or "" when it is informative.
+
+    A judge that gave the same verdict on every item has kappa 0 by definition (chance agreement
+    equals observed agreement) however often the other judge agrees; both constant and equal:
+    kappa is undefined (chance agreement is 1).
+    """
+    both = ~np.isnan(a) & ~np.isnan(b)
+    x, y = a[both], b[both]
+    if len(x) == 0:
+        return "no item both judges voted on: no agreement or kappa"
+    const_a, const_b = len(np.unique(x)) == 1, len(np.unique(y)) == 1
+    raw = float((x == y).mean())
+    if const_a and const_b:
+        if x[0] == y[0]:
+            return (f"both judges gave the same verdict ({_verdict_word(x[0])}) on every item: kappa is undefined "
+                    f"(chance agreement is 1) although raw agreement is {raw:.1%}")
+        return (f"judge {name_a} always said {_verdict_word(x[0])} and judge {name_b} always "
+                f"{_verdict_word(y[0])}: kappa is 0 by definition, raw agreement is {raw:.1%}")
+    if const_a or const_b:
+        name, v = (name_a, x[0]) if const_a else (name_b, y[0])
+        return (f"judge {name} gave the same verdict ({_verdict_word(v)}) on every item: kappa is 0 by definition "
+                f"although raw agreement is {raw:.1%}")
+    return ""
+
+
+PAIRWISE_COLUMNS = ["judge_a", "judge_b", "n", "agreement", "cohen_kappa", "kappa_ci_low", "kappa_ci_high",
+                    "pass_rate_a", "pass_rate_b", "note"]
+
+
+def pairwise_agreement(df: pd.DataFrame, judge_names: Sequence[str] | None = None, *, seed: int = 0,
+                       n_boot: int = 1000) -> pd.DataFrame:
     """The judges' agreement table for one run: one row per pair of judges.
 
-    Columns judge_a, judge_b, n (samples both voted on), agreement (raw share), cohen_kappa,
-    pass_rate_a, pass_rate_b (on those same samples, to see which judge is the stricter).
+    Columns judge_a, judge_b, n (samples both voted on), agreement (raw share), cohen_kappa with
+    its 95% interval kappa_ci_low / kappa_ci_high (`evekit.stats.interval(..., "kappa")`,
+    bootstrap over samples), pass_rate_a, pass_rate_b (on those same samples, to see which
+    judge is the stricter) and note: why kappa says little when a judge never varies (kappa 0
+    by definition) or both gave one and the same verdict throughout (kappa undefined), else "".
     `judge_names` defaults to the judges found in `df` (see `judge_names_in`).
     """
     names = list(judge_names) if judge_names is not None else judge_names_in(df)
@@ -100,48 +106,71 @@ def pairwise_agreement(df: pd.DataFrame, judge_names: Sequence[str] | None = Non
     rows = []
     for i, j in combinations(range(len(names)), 2):
         both = ~np.isnan(m[:, i]) & ~np.isnan(m[:, j])
+        with np.errstate(invalid="ignore", divide="ignore"):  # statsmodels' SE of a constant judge
+            ci = interval(m[both][:, [i, j]], "kappa", stat="cohen", seed=seed, n_boot=n_boot) if both.any() else {}
         rows.append({
             "judge_a": names[i], "judge_b": names[j], "n": int(both.sum()),
             "agreement": _raw_agreement(m[:, i], m[:, j]),
             "cohen_kappa": cohen_kappa(m[:, i], m[:, j]),
+            "kappa_ci_low": ci.get("ci_low", float("nan")), "kappa_ci_high": ci.get("ci_high", float("nan")),
             "pass_rate_a": float(m[both, i].mean()) if both.any() else float("nan"),
             "pass_rate_b": float(m[both, j].mean()) if both.any() else float("nan"),
+            "note": kappa_note(m[:, i], m[:, j], names[i], names[j]),
         })
-    return pd.DataFrame(rows, columns=["judge_a", "judge_b", "n", "agreement", "cohen_kappa",
-                                       "pass_rate_a", "pass_rate_b"])
+    return pd.DataFrame(rows, columns=PAIRWISE_COLUMNS)
+
+
+def _fleiss_note(votes: np.ndarray, names: Sequence[str], ci: dict[str, Any]) -> str:
+    complete = votes[~np.isnan(votes).any(axis=1)]
+    if len(complete) == 0:
+        return "no sample every judge voted on"
+    if len(np.unique(complete)) == 1:
+        return (f"every judge gave the same verdict ({_verdict_word(complete[0, 0])}) on every sample: "
+                "Fleiss' kappa is undefined (chance agreement is 1)")
+    notes = []
+    constant = [n for k, n in enumerate(names) if len(np.unique(complete[:, k])) == 1]
+    if constant:
+        notes.append(f"judge(s) {', '.join(constant)} gave the same verdict on every sample")
+    if ci.get("n_defined", 0) < ci.get("n_boot", 0):
+        notes.append(f"interval from the {ci['n_defined']} of {ci['n_boot']} resamples where kappa is defined "
+                     "(in the others every verdict was the same)")
+    return "; ".join(notes)
 
 
 def judge_metrics(df: pd.DataFrame, judge_names: Sequence[str], *, seed: int = 0,
                   n_boot: int = 1000) -> dict[str, dict]:
-    """Run-level judge metrics, each {"value", "ci_low", "ci_high", "n"} (95% bootstrap CI).
+    """Run-level judge metrics, each {"value", "ci_low", "ci_high", "n", "method"} (95% interval).
 
     One judge: `llm_as_judge` only. Several: `llm_as_judge_<name>` per judge, `judge_voting`,
-    `llm_as_judge_avg`, `judge_agreement` and `fleiss_kappa`. Abstentions are left out: `n` is
-    the number of samples used (a judge's votes; samples with at least one vote for voting and
-    average; samples every judge voted on for agreement, see `voting.judge_agreement`, and for
-    Fleiss' kappa, which needs the same raters on every sample). Counts of abstentions are in
-    `judge_counts`.
+    `llm_as_judge_avg`, `judge_agreement` and `fleiss_kappa`. Intervals by kind
+    (`evekit.stats.interval`): the verdicts, the vote and the agreement are 0/1 per sample
+    (Wilson), the average of the judges' verdicts is graded (BCa), Fleiss' kappa a bootstrap
+    over samples that reports `n_boot` and `n_defined` (resamples where kappa is defined) and a
+    `note` when it needs one. Abstentions are left out: `n` is the number of samples used (a
+    judge's votes; samples with at least one vote for voting and average; samples every judge
+    voted on for agreement, see `voting.judge_agreement`, and for Fleiss' kappa, which needs the
+    same raters on every sample). Counts of abstentions are in `judge_counts`.
     """
-    from evekit.stats import summarize
-
     names = list(judge_names)
     if not names:
         raise ValueError("judge_metrics needs at least one judge name")
     m = _votes_matrix(df, names)
 
-    def summ(values: Any) -> dict:
-        v = np.asarray(values, dtype=float)
-        return summarize(v[~np.isnan(v)], seed=seed, n_boot=n_boot)
+    def prop(values: Any) -> dict:
+        return interval(np.asarray(values, dtype=float), "proportion")
 
     if len(names) == 1:
-        return {"llm_as_judge": summ(m[:, 0])}
+        return {"llm_as_judge": prop(m[:, 0])}
     per = add_vote_columns(df[[f"judge_{n}" for n in names]], names)
-    out = {f"llm_as_judge_{n}": summ(m[:, k]) for k, n in enumerate(names)}
-    out["judge_voting"] = summ(per["judge_voting"])
-    out["llm_as_judge_avg"] = summ(per["llm_as_judge_avg"])
-    out["judge_agreement"] = summ(per["judge_agreement"])
-    # summarize drops rows with a NaN: Fleiss' kappa needs every judge on every sample it uses.
-    out["fleiss_kappa"] = summarize(m, seed=seed, n_boot=n_boot, stat=fleiss_kappa)
+    out = {f"llm_as_judge_{n}": prop(m[:, k]) for k, n in enumerate(names)}
+    out["judge_voting"] = prop(per["judge_voting"])
+    out["llm_as_judge_avg"] = interval(per["llm_as_judge_avg"].to_numpy(float), "graded_mean", seed=seed,
+                                       n_boot=n_boot)
+    out["judge_agreement"] = prop(per["judge_agreement"])
+    # rows with a NaN are dropped: Fleiss' kappa needs every judge on every sample it uses.
+    fk = interval(m, "kappa", stat="fleiss", seed=seed, n_boot=n_boot)
+    note = _fleiss_note(m, names, fk)
+    out["fleiss_kappa"] = {**fk, **({"note": note} if note else {})}
     return out
 
 

@@ -2,7 +2,8 @@
 
 This reproduces EVE's win-rate evaluation (`win_rate`, `alpaca_win_rate`, their differences,
 `judge_agreement`, `position_bias`; per judge and averaged across judges) and adds what a reader
-needs to trust a head-to-head claim: a majority-vote aggregate, 95% Wilson intervals, an exact
+needs to trust a head-to-head claim: a majority-vote aggregate, a 95% interval for every rate
+(resampling questions, never decisions), an exact
 sign test, a length-bias check and, optionally, judging every pair in both orders (MT-Bench
 practice: an order-dependent verdict counts as a tie).
 
@@ -15,8 +16,8 @@ The notebook drives a `WinRateRun` (see `evekit.winrate.run`). One module per co
 - `analysis`: statistics after judging (`win_rates`, `sign_test`, `summarize`, `eve_metrics`).
 - `views`: tables, plots and the saved files (`summary_view`, `plot_*`, `save_outputs`).
 """
-from evekit.winrate.analysis import (SUMMARY_COLUMNS, agreement_matrix, eve_metrics, judge_agreement, sign_test,
-                                     summarize, win_rates)
+from evekit.winrate.analysis import (CI_COLUMNS, SUMMARY_COLUMNS, agreement_matrix, eve_metrics, judge_agreement,
+                                     question_interval, sign_test, summarize, win_rates)
 from evekit.winrate.config import ALPHA, TASKS, WinRateConfig, validate_params
 from evekit.winrate.judging import (RESULT_COLUMNS, a_shown_first, judge_comparison, judge_outcomes, make_panel,
                                     run_judges)
@@ -31,7 +32,7 @@ __all__ = [
     "WinRateRun", "WinRateConfig", "validate_params", "TASKS", "ALPHA", "REQUIRED_COLUMNS", "ModelSpec", "Comparison",
     "normalize_ws", "unwrap_response", "read_answers", "match_files", "load_comparisons",
     "RESULT_COLUMNS", "a_shown_first", "make_panel", "judge_comparison", "run_judges", "judge_outcomes",
-    "SUMMARY_COLUMNS", "win_rates", "sign_test", "judge_agreement", "agreement_matrix", "summarize", "eve_metrics",
+    "SUMMARY_COLUMNS", "CI_COLUMNS", "question_interval", "win_rates", "sign_test", "judge_agreement", "agreement_matrix", "summarize", "eve_metrics",
     "setup_table", "matching_table", "unmatched_table", "summary_table", "summary_view", "verdict_text",
     "sample_rationales", "plot_comparison", "plot_position_bias", "plot_agreement", "save_outputs",
 ]

@@ -106,7 +106,7 @@ def judge_comparison(comp: Comparison, panel: JudgePanel, *, seed: int, both_ord
     comp.judges = panel.names
     comp.both_orders = both_orders
     comp.outcomes = judge_outcomes(comp.results, comp.judges, index=comp.pairs["qid"])
-    comp.summary = summarize(comp, alpha=alpha)
+    comp.summary = summarize(comp, alpha=alpha, seed=seed)
     return comp.results
 
 

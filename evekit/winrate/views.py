@@ -70,23 +70,30 @@ def _pct_ci(v: float, lo: float, hi: float) -> str:
     return f"{v:.1%}" + (f" [{lo:.1%}, {hi:.1%}]" if not pd.isna(lo) else "")
 
 
+def _ci(v: float, lo: float, hi: float) -> str:
+    if pd.isna(v):
+        return ""
+    return f"{v:.3f}" + (f" [{lo:.3f}, {hi:.3f}]" if not pd.isna(lo) else "")
+
+
 def summary_view(comp: Comparison) -> pd.DataFrame:
     """The summary for reading: model names in the headers, rates as percentages with 95% CIs."""
     s = comp.summary
     a, b = comp.name_a, comp.name_b
     fmt = lambda col: s[col].map(lambda v: "" if pd.isna(v) else f"{v:.3f}")  # noqa: E731
+    fmt_ci = lambda col: [_ci(*r) for r in s[[col, f"{col}_ci_low", f"{col}_ci_high"]].to_numpy()]  # noqa: E731
     return pd.DataFrame({
         "judge": s["judge"].replace(_AGGREGATE_LABELS), "n": s["n"].map(lambda v: "" if pd.isna(v) else str(v)),
         **{f"{name} win rate [95% CI]": [_pct_ci(*r) for r in s[[f"win_rate_{x}", f"win_rate_{x}_ci_low",
                                                                     f"win_rate_{x}_ci_high"]].to_numpy()]
            for x, name in (("a", a), ("b", b))},
         "ties": s["tie_rate"].map(lambda v: "" if pd.isna(v) else f"{v:.1%}"),
-        f"{a} alpaca": fmt("alpaca_win_rate_a"), f"{b} alpaca": fmt("alpaca_win_rate_b"),
-        "win rate difference": fmt("win_rate_difference"),
+        f"{a} alpaca [95% CI]": fmt_ci("alpaca_win_rate_a"), f"{b} alpaca [95% CI]": fmt_ci("alpaca_win_rate_b"),
+        "win rate difference [95% CI]": fmt_ci("win_rate_difference"),
         "sign test p": s["sign_test_p"].map(lambda v: "" if pd.isna(v) else f"{v:.3g}"),
         "better (sign test)": s["better"].fillna(""),
-        "position bias": fmt("position_bias"), "longer answer wins": fmt("longer_wins"),
-        "judge agreement": fmt("judge_agreement"),
+        "position bias [95% CI]": fmt_ci("position_bias"), "longer answer wins": fmt("longer_wins"),
+        "judge agreement [95% CI]": fmt_ci("judge_agreement"),
         **({"position consistency": fmt("position_consistency")} if comp.both_orders else {}),
         "failed": s["failed"].map(str),
     }).set_index("judge")
@@ -96,6 +103,8 @@ def verdict_text(comp: Comparison, alpha: float = ALPHA) -> str:
     """One paragraph a reader can quote: majority-vote counts, sign test, and EVE's average."""
     s = comp.summary.set_index("judge")
     m, avg = s.loc["majority"], s.loc["average"]
+    avg_diff = (avg["win_rate_difference"], avg["win_rate_difference_ci_low"], avg["win_rate_difference_ci_high"])
+    avg_alpaca = (avg["alpaca_win_rate_a"], avg["alpaca_win_rate_a_ci_low"], avg["alpaca_win_rate_a_ci_high"])
     if not m["n"]:
         return f"{comp.name_a} vs {comp.name_b}: no question received a usable verdict."
     p = m["sign_test_p"]
@@ -109,8 +118,8 @@ def verdict_text(comp: Comparison, alpha: float = ALPHA) -> str:
         f"{comp.name_a} wins {int(m['wins_a'])} ({m['win_rate_a']:.0%}, 95% CI {m['win_rate_a_ci_low']:.0%}-"
         f"{m['win_rate_a_ci_high']:.0%}), {comp.name_b} wins {int(m['wins_b'])} ({m['win_rate_b']:.0%}), "
         f"{int(m['ties'])} ties. Sign test: {concl}. Average across judges (EVE): win rate "
-        f"{avg['win_rate_a']:.3f} vs {avg['win_rate_b']:.3f}, alpaca win rate {avg['alpaca_win_rate_a']:.3f} vs "
-        f"{avg['alpaca_win_rate_b']:.3f}."
+        f"{avg['win_rate_a']:.3f} vs {avg['win_rate_b']:.3f} (difference {_ci(*avg_diff)}, 95% CI over "
+        f"questions), alpaca win rate {_ci(*avg_alpaca)} vs {avg['alpaca_win_rate_b']:.3f}."
     )
 
 

@@ -1,0 +1,127 @@
+"""The summary across runs: honest n, paired tests for every pair, Holm, detectable differences."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from evekit import leaderboard as lb
+
+
+def write(out: Path, model: str, task: str, metrics: dict, samples: pd.DataFrame, n: int | None = None,
+          **extra) -> None:
+    d = out / "run" / model / task
+    d.mkdir(parents=True)
+    res = {"task": task, "model": model, "n": len(samples) if n is None else n, "n_unparsed": 0, "n_failed": 0,
+           "metrics": metrics, **extra}
+    (d / "results.json").write_text(json.dumps(res))
+    samples.to_csv(d / "samples.csv", index=False)
+
+
+def acc_run(out, model, acc, n_total=None, task="mcqa_single_answer"):
+    acc = np.asarray(acc, dtype=float)
+    samples = pd.DataFrame({"doc_id": range(len(acc)), "acc": acc})
+    k = int(np.nansum(acc))
+    m = int((~np.isnan(acc)).sum())
+    write(out, model, task, {"acc": {"value": k / m, "ci_low": 0.1, "ci_high": 0.9, "n": m}}, samples, n=n_total)
+
+
+def test_leaderboard_and_index_show_the_n_behind_the_headline(tmp_path):
+    from evekit.report import write_index, write_run_record
+
+    acc = np.array([1.0] * 30 + [0.0] * 22 + [np.nan] * 9)  # 61 items, 9 failed: acc has n = 52
+    acc_run(tmp_path, "m", acc)
+    board = lb.leaderboard(lb.collect(tmp_path, ["run"]))
+    assert board.loc[0, "n"] == 52 and board.loc[0, "items"] == 61
+    d = tmp_path / "run" / "m" / "mcqa_single_answer"
+    write_run_record(d, kind="task", notebook="mcqa_single_answer", run_name="run")
+    page = write_index(tmp_path / "run").read_text()
+    assert "<td>52 of 61</td>" in page and "<td>61</td>" not in page
+
+
+def test_single_judge_runs_get_a_paired_test_with_an_exact_mcnemar(tmp_path):
+    from statsmodels.stats.contingency_tables import mcnemar
+
+    rng = np.random.default_rng(0)
+    va, vb = rng.integers(0, 2, 40).astype(float), rng.integers(0, 2, 40).astype(float)
+    for model, v in (("a", va), ("b", vb)):
+        samples = pd.DataFrame({"doc_id": range(40), "judge_solo": v, "judge_solo_method": "json_object"})
+        write(tmp_path, model, "open_ended", {"llm_as_judge": {"value": v.mean(), "n": 40}}, samples,
+              judges=["solo"])
+    tests = lb.paired_tests(lb.collect(tmp_path, ["run"]))
+    assert len(tests) == 1
+    t = tests.iloc[0]
+    assert t.metric == "llm_as_judge" and t.test == "mcnemar_exact" and t.n_shared == 40
+    table = [[int(((va == 1) & (vb == 1)).sum()), int(((va == 1) & (vb == 0)).sum())],
+             [int(((va == 0) & (vb == 1)).sum()), int(((va == 0) & (vb == 0)).sum())]]
+    assert t.p_value == pytest.approx(mcnemar(table, exact=True).pvalue)
+    assert t.ci_low <= t.difference <= t.ci_high and t.ci_method == "bonett_price"
+    assert t.difference == pytest.approx(va.mean() - vb.mean())
+    # judge names found from the samples columns when results.json does not list them
+    (tmp_path / "run" / "a" / "open_ended" / "results.json").write_text(json.dumps(
+        {"task": "open_ended", "model": "a", "n": 40, "metrics": {"llm_as_judge": {"value": va.mean(), "n": 40}}}))
+    assert lb.paired_tests(lb.collect(tmp_path, ["run"])).iloc[0].p_value == t.p_value
+
+
+def test_every_pair_has_an_interval_and_holm_adjusted_p_values(tmp_path):
+    from statsmodels.stats.multitest import multipletests
+
+    rng = np.random.default_rng(1)
+    base = rng.integers(0, 2, 60).astype(float)
+    for k in range(3):
+        flip = rng.random(60) < 0.2 + 0.15 * k
+        acc_run(tmp_path, f"m{k}", np.where(flip, 1 - base, base))
+    for k in range(3):  # a graded task (unknown task: its first metric is the headline)
+        v = np.clip(rng.normal(0.5 + 0.1 * k, 0.2, 25), 0, 1)
+        write(tmp_path, f"m{k}", "graded_task", {"rouge": {"value": v.mean(), "n": 25}},
+              pd.DataFrame({"doc_id": range(25), "rouge": v}))
+    tests = lb.paired_tests(lb.collect(tmp_path, ["run"]), seed=0)
+    assert len(tests) == 6 and tests["ci_low"].notna().all() and tests["ci_high"].notna().all()
+    assert set(tests.loc[tests.task == "graded_task", "test"]) == {"sign_flip_monte_carlo"}
+    assert set(tests.loc[tests.task == "mcqa_single_answer", "test"]) == {"mcnemar_exact"}
+    ref = multipletests(tests["p_value"], method="holm")[1]
+    np.testing.assert_allclose(tests["p_holm"], ref)
+    assert (tests["p_holm"] >= tests["p_value"]).all()
+
+
+def test_detectable_difference_matches_the_power_calculations(tmp_path):
+    from scipy.stats import norm
+    from statsmodels.stats.power import TTestPower
+
+    rng = np.random.default_rng(2)
+    base = rng.integers(0, 2, 80).astype(float)
+    acc_run(tmp_path, "m0", base)
+    acc_run(tmp_path, "m1", np.where(rng.random(80) < 0.25, 1 - base, base))
+    v = rng.uniform(0, 1, 12)
+    write(tmp_path, "m0", "graded_task", {"rouge": {"value": v.mean(), "n": 12}},
+          pd.DataFrame({"doc_id": range(12), "rouge": v}))
+    mdd = lb.detectable_differences(lb.collect(tmp_path, ["run"])).set_index("task")
+    assert list(mdd.reset_index().columns[:4]) == ["task", "metric", "n", "mdd"]
+    # paired 0/1, observed discordance: Connor's power at the mdd is 80%
+    row = mdd.loc["mcqa_single_answer"]
+    a = pd.read_csv(tmp_path / "run/m0/mcqa_single_answer/samples.csv")["acc"].to_numpy()
+    b = pd.read_csv(tmp_path / "run/m1/mcqa_single_answer/samples.csv")["acc"].to_numpy()
+    psi, d, n = float((a != b).mean()), row.mdd, 80
+    power = norm.cdf((np.sqrt(n) * d - norm.ppf(0.975) * np.sqrt(psi)) / np.sqrt(psi - d ** 2))
+    assert row.n == 80 and power == pytest.approx(0.8, abs=1e-6) and "observed" in row.basis
+    # one model, graded: assumed SD of differences sqrt(2) x SD; statsmodels' paired-t power at the mdd is 80%
+    g = mdd.loc["graded_task"]
+    sd = np.sqrt(2) * v.std(ddof=1)
+    assert TTestPower().power(effect_size=g.mdd / sd, nobs=12, alpha=0.05) == pytest.approx(0.8, abs=1e-6)
+    assert g.note == f"graded_task: with n = 12, differences in rouge below {g.mdd:.2f} cannot be detected " \
+                     "(80% power, alpha 0.05)"
+    assert g.mdd > 0.3  # twelve items cannot separate two models by less than a third of the scale
+
+
+def test_a_set_too_small_to_separate_two_models_says_so(tmp_path):
+    acc_run(tmp_path, "m", [1.0] * 10 + [0.0] * 2)   # the recorded demo: 12 items, 10 right
+    row = lb.detectable_differences(lb.collect(tmp_path, ["run"])).iloc[0]
+    assert row.n == 12 and np.isnan(row.mdd)
+    assert row.note.startswith("mcqa_single_answer: with n = 12, no difference in acc can be detected")
+    big = tmp_path / "big"
+    acc_run(big, "m", [1.0] * 500 + [0.0] * 100)
+    row = lb.detectable_differences(lb.collect(big, ["run"])).iloc[0]
+    assert 0 < row.mdd < 0.1 and f"below {row.mdd:.2f}" in row.note
