@@ -741,7 +741,7 @@ def baselines(task: Task | str, items: Sequence[Item], df: pd.DataFrame) -> dict
     answer = min(counts, key=lambda a: (-counts[a], rank.get(a, len(rank)), a))
     hits = np.array([float(g == answer) for g in golds])
     return {
-        "chance": {"value": float(np.mean([1.0 / k for k in n_choices])), "n": len(chosen),
+        "chance": {"value": round(float(np.mean([1.0 / k for k in n_choices])), 12), "n": len(chosen),
                    "method": "mean over items of 1 / number of choices"},
         "most_frequent": {"answer": answer, **stats.interval(hits, "proportion")},
     }
