@@ -523,6 +523,7 @@ def task_from_dict(spec: Mapping[str, Any], where: str = "<task>", base: Path | 
         answer_prefix="", completion_stop=("\n\n",), kind=kind, labels=labels, label_mapping=label_mapping,
         prompt_prefix=prefix, prompt_template=template, instruction_prompt=instruction, system_prompt=system,
         column_mapping=mapping, split=split, plots=plots, config=spec.get("config") or t0.get("config"), task_file=where,
+        constant_baselines=kind in ("multiple_choice", "classification"),
     )
     ref.append(task)
     return task

@@ -8,8 +8,9 @@ too), so adding a metric is adding one entry here. Names follow EVE:
 - `acc`: 1.0 when the answer is right (exact set match for multiple answers), else 0.0.
 - `IoU`: |predicted ∩ gold| / |predicted ∪ gold| of the chosen letters.
 - `precision`, `recall`, `f1`: hallucination detection, hallucinated = positive class,
-  computed on the whole corpus (and re-computed on each bootstrap resample). A division by
-  zero (no positive predictions / no positive items) gives 0.0, as scikit-learn's default.
+  computed on the whole corpus (interval: Wilson on the conditional binomial). Undefined
+  (no positive predictions / no positive items) is NaN with a note, never a silent 0
+  (`binary_prf`, used by plots, still gives 0.0 there, as scikit-learn's default).
 - `bleu`: sacrebleu sentence BLEU divided by 100, so every metric is on a 0-1 scale.
 - `rougeL`: rouge-score ROUGE-L F-measure (with stemming).
 - `cosine`: cosine similarity of sentence embeddings (all-MiniLM-L6-v2 from the offline
@@ -222,15 +223,39 @@ class Metric:
     def inputs(self) -> tuple[str, ...]:
         return self.columns or (self.name,)
 
-    def summarize(self, samples: Any, *, seed: int = 0, n_boot: int = 1000) -> dict[str, Any] | None:
-        """{"value", "ci_low", "ci_high", "n"} over the rows of `samples` (a DataFrame of items
-        that did not fail); None when the columns it needs are absent (not computed)."""
+    def summarize(self, samples: Any, *, seed: int = 0, n_boot: int = 2000) -> dict[str, Any] | None:
+        """{"value", "ci_low", "ci_high", "n", "method", ...} over the rows of `samples` (a DataFrame
+        of items that did not fail); None when the columns it needs are absent (not computed).
+
+        The metric's kind decides the interval (`evekit.stats.interval`): proportion -> Wilson,
+        graded_mean -> BCa (bounded to [0, 1]), corpus precision/recall/F1 -> Wilson on the
+        conditional binomial (a custom corpus statistic: percentile bootstrap), agreement ->
+        kappa bootstrap. A value that is undefined (precision with no positive prediction) is
+        NaN (null in results.json) with the reason in "note", never 0.
+        """
         if not set(self.inputs) <= set(getattr(samples, "columns", ())):
             return None
         values = samples[list(self.inputs)].to_numpy(dtype=float)
-        if self.statistic is None:
-            return stats.summarize(values[:, 0], seed=seed, n_boot=n_boot)
-        return stats.summarize(values, seed=seed, n_boot=n_boot, stat=self.statistic)
+        if self.kind == "corpus":
+            stat = self.name if self.name in _CORPUS_STATS else self.statistic
+            out = stats.interval(values, "corpus", stat=stat, seed=seed, n_boot=n_boot)
+        elif self.kind == "agreement":
+            out = stats.interval(values, "kappa", seed=seed, n_boot=n_boot)
+        else:
+            out = stats.interval(values[:, 0], self.kind, seed=seed, n_boot=n_boot)
+        if not np.isfinite(out.get("value", np.nan)) and "note" not in out:
+            out["note"] = _undefined_note(self, out)
+        return out
+
+
+def _undefined_note(metric: Metric, out: dict[str, Any]) -> str:
+    """Why `metric` has no value on these items (results.json keeps the reason next to the null)."""
+    if not out.get("n"):
+        return f"{metric.name}: undefined, no items to compute it on"
+    reasons = {"precision": "no item was predicted positive (hallucinated)",
+               "recall": "no item is positive (hallucinated) in the gold labels",
+               "f1": "no positive item and no positive prediction"}
+    return f"{metric.name}: undefined, {reasons.get(metric.name, out.get('method', 'not defined on these items'))}"
 
 
 METRICS: dict[str, Metric] = {}
@@ -268,6 +293,7 @@ def _prf_statistic(which: int) -> Callable[..., np.ndarray]:
 
 
 _PRF_COLUMNS = ("pred_hallucinated", "gold_hallucinated")
+_CORPUS_STATS = ("precision", "recall", "f1")  # stats.corpus_interval computes these by name
 
 for _metric in (
     Metric("acc", "proportion", "share of items answered exactly right"),

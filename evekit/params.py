@@ -87,6 +87,8 @@ class RunConfig:
     choices_column: str | list[str] | None = _param(
         None, help="one list column, or a list of columns holding one choice each")
     context_columns: list[str] | None = _param(None, help="list of columns holding context documents")
+    # Breakdowns: every metric per value of one column of the dataset (e.g. "topic").
+    group_by: str | None = _param(None, help="a dataset column: every metric per value of it (None: no breakdown)")
     # A custom task (notebooks/custom_task.ipynb): its YAML file; `task` is then its name.
     task_file: str | None = _param(None, help="evekit task YAML or an Inspect AI eval.yaml", only="custom")
 
@@ -116,7 +118,7 @@ class RunConfig:
         }
         optional = {"api_key_env": (str,), "max_tokens": (int,), "num_fewshot": (int,), "limit": (int,),
                     "dataset": (str,), "input_column": (str,), "target_column": (str,), "task_file": (str,),
-                    "choices_column": (str, list), "context_columns": (list,)}
+                    "choices_column": (str, list), "context_columns": (list,), "group_by": (str,)}
         if self.task_file is not None:
             optional["split"] = (str,)  # None: the task file's split
         for name, types in {**checks, **optional}.items():
@@ -143,6 +145,8 @@ class RunConfig:
             value = getattr(self, name)
             if isinstance(value, list) and not (value and all(isinstance(v, str) and v for v in value)):
                 raise ParameterError(f"parameter {name}={value!r} must be a non-empty list of column names")
+        if self.group_by is not None and not self.group_by.strip():
+            raise ParameterError("parameter group_by='' must name a column of the dataset, or be None")
         if not isinstance(self.judges, list):
             raise ParameterError(f"judges must be a list of {{name, model, base_url, api_key_env}}, got {self.judges!r}")
         try:

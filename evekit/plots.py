@@ -240,3 +240,33 @@ TASK_PLOTS: dict[str, Callable[[pd.DataFrame, Any, "str | None", str], Figure]] 
     "score_distribution": _task_plot_score_distribution,
     "confusion": lambda s, task, metric, title: confusion(s, title=title),
 }
+
+
+def group_breakdown(table: pd.DataFrame, metric: str, *, group_by: str = "group", title: str = "",
+                    overall: float | None = None) -> Figure:
+    """Forest plot of `metric` per group: a point at the value, a line over its 95% interval, the
+    number of items on the right (rows of `evekit.tasks.metrics_by_group`: group, metric, value,
+    ci_low, ci_high, n). `overall`: the value over all items, drawn as a dashed line."""
+    rows = table[table["metric"] == metric].reset_index(drop=True)
+    values, low, high = (rows[c].to_numpy(dtype=float) for c in ("value", "ci_low", "ci_high"))
+    ax = _axes(None, 7.5, 1.5 + 0.45 * max(len(rows), 1))
+    y = np.arange(len(rows))[::-1]
+    ax.hlines(y, np.nan_to_num(low, nan=0.0), np.nan_to_num(high, nan=0.0), color="#4C72B0", linewidth=2)
+    ax.plot(values, y, "o", color="#4C72B0", markersize=6)
+    for yi, v, n in zip(y, values, rows["n"]):
+        ax.annotate(f"{v:.2f}  (n={int(n)})" if np.isfinite(v) else f"n/a  (n={int(n)})", (1.0, yi),
+                    xycoords=("axes fraction", "data"), xytext=(6, 0), textcoords="offset points",
+                    va="center", fontsize=9)
+    if overall is not None and np.isfinite(overall):
+        ax.axvline(overall, color="#C44E52", linestyle="--", linewidth=1, label=f"all items: {overall:.2f}")
+        ax.legend(loc="lower right", frameon=False, fontsize=8)
+    ax.set_yticks(y, [str(g) for g in rows["group"]])
+    ax.set_xlim(0, 1)
+    ax.set_ylim(-0.7, len(rows) - 0.3)
+    ax.grid(axis="x", alpha=0.3)
+    ax.set_xlabel(f"{metric} (95% interval)")
+    ax.set_ylabel(group_by)
+    ax.set_title(f"{metric} by {group_by}" + (f"\n{title}" if title else ""), fontsize=10)
+    if not len(rows):
+        ax.text(0.5, 0.5, f"no {metric} per group", ha="center", va="center", transform=ax.transAxes)
+    return ax.figure

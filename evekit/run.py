@@ -7,8 +7,9 @@ Each method is one sentence of the notebook's story::
     run.show_prompts(2)                      # what the model sees
     run.generate()                           # model calls: cached, concurrent, retried
     run.judge()                              # LLM judges (open-ended tasks only)
-    run.metrics_table()                      # metrics with 95% CIs and failure counts
+    run.metrics_table()                      # metrics with 95% CIs, next to chance and the best constant answer
     run.plots()                              # figures, also saved as PNG
+    run.by_group()                           # every metric per value of `group_by` (if set)
     run.worst(5)                             # items to read
     run.save()                               # samples.csv, results.json, results.eee.jsonl
 """
@@ -24,6 +25,11 @@ from evekit import plots, report, tasks
 from evekit.client import ModelClient
 from evekit.params import RunConfig, resolve_path
 from evekit.types import Usage
+
+# How an answer the model gave in an unusable form is judged: not sent to the judges, FAIL by rule.
+RULE_METHOD = "rule"
+RULE_REASON = "unparsed answer: FAIL by rule (not sent to the judges)"
+GROUP_PLOT = "by_group.png"
 
 TINY_MODEL_NOTE = (
     "The embedded demo model (SmolLM2-135M-Instruct, 4-bit) is tiny: its scores show that the "
@@ -49,6 +55,7 @@ class TaskRun:
         self.usage = Usage()
         self.judge_usage = Usage()
         self.figures: dict[str, Any] = {}
+        self.group_table: pd.DataFrame | None = None
         self._started = time.monotonic()
 
     @classmethod
@@ -100,6 +107,7 @@ class TaskRun:
             "num_fewshot": self.num_fewshot, "fewshot_sampler": c.fewshot_sampler,
             "max_tokens": self.max_tokens, "temperature": c.temperature, "seed": c.seed,
             "limit": c.limit, "judges": ", ".join(j.name for j in c.judge_specs()) or "none",
+            **({"group_by": c.group_by} if c.group_by else {}),
             "offline (replay from cache)": c.offline,
         }
         if c.task_file:
@@ -126,7 +134,7 @@ class TaskRun:
             dataset = str(resolve_prepared(dataset, self.split) or dataset)
         # Few-shot examples come from the whole split (as in EVE), not only from the first `limit` items.
         pool = tasks.load_items(self.task, dataset, split=self.split, offline=self.config.offline,
-                                config=self.task.config, **self._mapping())
+                                config=self.task.config, group_by=self.config.group_by, **self._mapping())
         self.items = pool[: self.config.limit] if self.config.limit else pool
         self.requests = tasks.build_requests(
             self.task, self.items, api=self.config.api, num_fewshot=self.num_fewshot,
@@ -192,15 +200,52 @@ class TaskRun:
         panel = judging.JudgePanel(specs, self.task.judge_kind, concurrency=c.concurrency, timeout=c.timeout,
                                    max_retries=c.max_retries, cache_dir=c.cache_path, offline=c.offline)
         answered = self.answered
+        names = [s.name for s in specs]
+        # One rule for unusable answers: scored wrong, counted, not sent to the judges.
+        by_rule = answered["unparsed"].astype(bool) | (answered["filtered_resps"].fillna("").str.strip() == "")
+        sent = answered[~by_rule]
         by_id = {it.doc_id: it for it in self.items}
         cases = [judging.JudgeCase(**tasks.judge_case_fields(self.task, by_id[d], r))
-                 for d, r in zip(answered["doc_id"], answered["filtered_resps"])]
-        verdicts = panel.judge(cases)
-        verdicts.index = answered.index
-        self.samples = self.samples.join(verdicts)
-        self.judge_names = [s.name for s in specs]
+                 for d, r in zip(sent["doc_id"], sent["filtered_resps"])]
+        judged = panel.judge(cases)
+        judged.index = sent.index
+        verdicts = self._with_rule_verdicts(judged, answered.index[by_rule.to_numpy()], names)
+        self.samples = self.samples.join(verdicts.reindex(answered.index))
+        self.judge_names = names
         self.judge_usage = panel.usage
-        return verdicts
+        return verdicts.reindex(answered.index)
+
+    def _with_rule_verdicts(self, judged: pd.DataFrame, rule_index: pd.Index, names: list[str]) -> pd.DataFrame:
+        """The judges' verdicts plus FAIL by rule (judge_<name> = 0.0, method "rule", the reason in
+        judge_<name>_reasoning) on `rule_index`; the vote columns recomputed over both. Rule rows
+        leave judge_agreement empty: the judges gave no opinion to agree on."""
+        from evekit import judges as judging
+
+        kind = judging.get_kind(self.task.judge_kind)
+        per_judge = [c for c in judging.judge_columns(names, kind) if any(
+            c == f"judge_{n}" or c.startswith(f"judge_{n}_") for n in names)]
+        rule = pd.DataFrame(index=rule_index)
+        for n in names:
+            rule[f"judge_{n}"] = 0.0
+            rule[f"judge_{n}_reasoning"] = RULE_REASON
+            rule[f"judge_{n}_raw"] = None
+            rule[f"judge_{n}_error"] = None
+            rule[f"judge_{n}_method"] = RULE_METHOD
+        parts = [p for p in (judged[per_judge], rule[per_judge]) if len(p)]
+        both = pd.concat(parts) if parts else judged[per_judge]
+        both = both.astype({f"judge_{n}": float for n in names}).sort_index()
+        out = judging.add_vote_columns(both, names, reduce=kind.reduce, binary=kind.binary)
+        out.loc[out.index.isin(rule_index), "judge_agreement"] = float("nan")
+        return out
+
+    @property
+    def judged_by_panel(self) -> pd.DataFrame:
+        """Answered samples the judges saw (those FAIL by rule left out): for agreement between judges."""
+        answered = self.answered
+        if not self.judge_names:
+            return answered
+        rule = answered[f"judge_{self.judge_names[0]}_method"] == RULE_METHOD
+        return answered[~rule]
 
     def judge_summary(self) -> pd.DataFrame | None:
         """Per judge: passes, fails, abstentions and how its verdicts were obtained."""
@@ -218,6 +263,7 @@ class TaskRun:
                 "PASS": int((col == 1).sum()),
                 "FAIL": int((col == 0).sum()),
                 "abstained": int((col.isna() & answered).sum()),
+                "FAIL by rule (unparsed)": int((method == RULE_METHOD).sum()),
                 "verdicts via": ", ".join(f"{k}: {v}" for k, v in method.value_counts().items()) or "–",
             })
         return pd.DataFrame(rows).set_index("judge") if rows else pd.DataFrame()
@@ -229,7 +275,7 @@ class TaskRun:
         if len(self.judge_names) < 2:
             print("Agreement needs at least two judges.")
             return None
-        answered = self.answered
+        answered = self.judged_by_panel  # verdicts by rule are no opinion to agree on
         agreement = judging.agreement_matrix(answered, self.judge_names)
         kappa = judging.cohen_kappa_matrix(answered, self.judge_names)
         fk = (self.metrics or self.compute_metrics()).get("fleiss_kappa", {})
@@ -257,16 +303,75 @@ class TaskRun:
         from evekit import judges as judging
 
         assert self.samples is not None, "run generate() first"
-        self.metrics = dict(tasks.task_metrics(self.task, self.samples, seed=self.config.seed))
-        if self.judge_names:
-            self.metrics.update(judging.judge_metrics(self.answered, self.judge_names, seed=self.config.seed))
+        self.metrics = self._metrics_of(self.samples)
+        for m in self.metrics.values():  # an undefined value (null in results.json) says why
+            if m.get("note") and m["note"] not in self.notes:
+                self.notes.append(m["note"])
         return self.metrics
 
+    def _metrics_of(self, samples: pd.DataFrame) -> dict[str, dict]:
+        """The task's metrics, then the judges', over `samples` (all of them, or one group)."""
+        from evekit import judges as judging
+
+        out = dict(tasks.task_metrics(self.task, samples, seed=self.config.seed))
+        if self.judge_names:
+            answered = samples[~samples["failed"].astype(bool)]
+            out.update(judging.judge_metrics(answered, self.judge_names, seed=self.config.seed))
+            rule = answered[f"judge_{self.judge_names[0]}_method"] == RULE_METHOD
+            if rule.any() and len(self.judge_names) > 1:  # agreement: only where the judges gave an opinion
+                opinion = judging.judge_metrics(answered[~rule], self.judge_names, seed=self.config.seed)
+                out.update({k: opinion[k] for k in ("judge_agreement", "fleiss_kappa") if k in opinion})
+        return out
+
+    def baselines(self) -> dict[str, dict] | None:
+        """Chance and the best constant answer on the items answered (tasks with a gold label)."""
+        assert self.samples is not None, "run generate() first"
+        return tasks.baselines(self.task, self.items, self.samples)
+
     def metrics_table(self) -> pd.DataFrame:
+        """Metrics with their interval (and its method); for tasks with a gold label also the rows
+        `acc (chance)` and `acc (always "X")`, and a note when the model does not beat them."""
         metrics = self.metrics or self.compute_metrics()
-        table = pd.DataFrame.from_dict(metrics, orient="index")
+        rows = dict(metrics)
+        base = self.baselines()
+        if base:
+            constant = base["most_frequent"]
+            rows["acc (chance)"] = {k: v for k, v in base["chance"].items() if k != "method"}
+            rows[f'acc (always "{constant["answer"]}")'] = {k: v for k, v in constant.items() if k != "answer"}
+            note = tasks.baseline_note(metrics, base)
+            if note:
+                print(f"Note: {note}")
+                if note not in self.notes:
+                    self.notes.append(note)
+        table = pd.DataFrame.from_dict(rows, orient="index")
         table.index.name = "metric"
         return table.round(4)
+
+    # -- groups -------------------------------------------------------------------------------
+    def by_group(self) -> pd.DataFrame | None:
+        """Every metric per value of the `group_by` column (value, interval, n), and a forest plot
+        of the headline metric per group (saved as by_group.png). None when group_by is not set."""
+        if not self.config.group_by:
+            print("no group_by set: no breakdown by group")
+            return None
+        assert self.samples is not None, "run generate() first"
+        self.group_table = tasks.metrics_by_group(self.samples, self._metrics_of)
+        title = f"{self.config.task} · {self.config.model_name}"
+        headline = self.headline
+        self.figures[GROUP_PLOT] = plots.group_breakdown(
+            self.group_table, headline, group_by=self.config.group_by, title=title,
+            overall=self.metrics.get(headline, {}).get("value"))
+        return self.group_table.round(4)
+
+    def _group_extra(self) -> dict[str, Any] | None:
+        if not self.config.group_by:
+            return None
+        table = self.group_table if self.group_table is not None else tasks.metrics_by_group(self.samples, self._metrics_of)
+        groups: dict[str, dict] = {}
+        for row in table.to_dict("records"):
+            groups.setdefault(str(row["group"]), {})[row["metric"]] = {k: row[k] for k in
+                                                                       ("value", "ci_low", "ci_high", "n", "method")}
+        return {"column": self.config.group_by, "groups": groups}
 
     # -- tables and plots ---------------------------------------------------------------------
     def show_failures(self, n: int = 10) -> None:
@@ -316,6 +421,8 @@ class TaskRun:
                 figs["judge_agreement.png"] = plots.heatmap(
                     judging.cohen_kappa_matrix(self.answered, self.judge_names),
                     title=f"Cohen's kappa between judges · {title}", vmin=-1, vmax=1, cmap="RdBu").figure
+        if GROUP_PLOT in self.figures:  # drawn by by_group(), which may come first
+            figs[GROUP_PLOT] = self.figures[GROUP_PLOT]
         self.figures = figs
         return figs
 
@@ -327,7 +434,23 @@ class TaskRun:
             return None
         assert self.samples is not None
         counts = judging.judge_counts(self.answered, self.judge_names)
-        return {"judges": self.judge_names, "n_judge_failed": counts["n_judge_failed"], "judge_counts": counts}
+        rule = self.answered[f"judge_{self.judge_names[0]}_method"] == RULE_METHOD
+        return {"judges": self.judge_names, "n_judge_failed": counts["n_judge_failed"],
+                "n_judge_rule": int(rule.sum()), "judge_counts": counts}
+
+    def _extra(self) -> dict[str, Any]:
+        """results.json keys beyond the metrics: judges, `baselines`, `by_group`."""
+        extra = dict(self._judge_extra() or {})
+        base = self.baselines()
+        if base:
+            extra["baselines"] = base
+            note = tasks.baseline_note(self.metrics, base)
+            if note and note not in self.notes:
+                self.notes.append(note)
+        groups = self._group_extra()
+        if groups:
+            extra["by_group"] = groups
+        return extra
 
     def save(self) -> Path:
         assert self.samples is not None
@@ -338,10 +461,11 @@ class TaskRun:
         usage["seconds"] = round(time.monotonic() - self._started, 3)
         params = {**c.as_dict(), "num_fewshot": self.num_fewshot, "max_tokens": self.max_tokens,
                   "dataset": self.dataset}
+        extra = self._extra()  # before the notes: it may add the baselines' note
         results = report.build_results(
             task=c.task, model=c.model_name, samples=self.samples, metrics=self.metrics,
             usage=usage, params=params, notes=self.notes + [TINY_MODEL_NOTE] if self.is_demo_model else self.notes,
-            extra=self._judge_extra(),
+            extra=extra,
         )
         out = report.write_run(c.out_dir, self.samples, results, dataset=self.dataset, figures=self.figures)
         print(f"Saved outputs to {report.display_path(out)}")

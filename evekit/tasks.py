@@ -9,8 +9,10 @@ max_tokens, metrics) follow EVE's task definitions so results are comparable. Cu
 """
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import logging
+from collections import Counter
 import math
 import warnings
 from dataclasses import dataclass, field
@@ -19,7 +21,7 @@ from typing import Any, Callable, Literal, Mapping, NamedTuple, Sequence
 import numpy as np
 import pandas as pd
 
-from evekit import data
+from evekit import data, stats
 from evekit import metrics as M
 from evekit.data import Item, Row, choices_of, items_from_rows, parse_list
 from evekit.errors import DataError, RowError
@@ -49,6 +51,11 @@ __all__ = [
     "span_request",
     "score_spans",
     "SAMPLE_COLUMNS",
+    "GROUP_COLUMN",
+    "grouped",
+    "baselines",
+    "baseline_note",
+    "metrics_by_group",
 ]
 
 log = logging.getLogger(__name__)
@@ -120,6 +127,9 @@ class Task:
     doc_columns: DocColumns | None = None
     plots: tuple[PlotSpec, ...] = ()
     head_to_head: bool = False
+    # The items' gold answer is one label, `item.target`, among `item.fields["labels"]` (else the
+    # task's `labels`): chance and the best constant answer are shown next to acc (`baselines`).
+    constant_baselines: bool = False
     labels: tuple[str, ...] = ()
     split: str = "train"
     config: str | None = None
@@ -308,10 +318,12 @@ def _score_single(p: Parsed, item: Item) -> dict[str, float]:
 
 
 def _score_multiple(p: Parsed, item: Item) -> dict[str, float]:
+    # One rule for unusable answers: an unparsed reply ("A, B, F" with a letter outside the
+    # choices) is scored wrong on every metric, IoU 0 included, however many letters it shares.
+    if p.reason is not None or not p.labels:
+        return {"IoU": 0.0, "acc": 0.0}
     gold = item.fields["gold"]
-    picked = p.labels or []  # letters outside the choices stay in: they are wrong picks
-    return {"IoU": M.iou(picked, gold) if picked else 0.0,
-            "acc": float(p.reason is None and M.exact_match(picked, gold) == 1.0)}
+    return {"IoU": M.iou(p.labels, gold), "acc": M.exact_match(p.labels, gold)}
 
 
 def _parse_hallucination(text: str, item: Item) -> Parsed:
@@ -359,7 +371,7 @@ TASKS: dict[str, Task] = {
             columns=("Question", "Choices", "Answer"),
             prepare=_prep_mcqa_single, render=_render_choices, parse=_parse_mcqa(False), score=_score_single,
             completion_stop=("\n\n", "\nQuestion:"), kind="multiple_choice",
-            column_roles={**_MCQA_ROLES, "target": "Answer"}, plots=(_LETTER_BIAS,),
+            column_roles={**_MCQA_ROLES, "target": "Answer"}, plots=(_LETTER_BIAS,), constant_baselines=True,
         ),
         Task(
             name="mcqa_multiple_answer",
@@ -420,7 +432,7 @@ TASKS: dict[str, Task] = {
             prepare=_prep_hallucination, render=_render_hallucination, parse=_parse_hallucination,
             score=_score_hallucination, completion_stop=("\n\n", "\nQuestion:"), kind="hallucination",
             column_roles={"input": "Question", "target": "is_hallucinated"},
-            plots=(PlotSpec("confusion", "confusion_matrix.png"),),
+            plots=(PlotSpec("confusion", "confusion_matrix.png"),), constant_baselines=True, labels=("A", "B"),
         ),
     ]
 }
@@ -445,9 +457,40 @@ def head_to_head_tasks() -> tuple[str, ...]:
 
 
 def load_items(task: Task | str, dataset: str | None = None, split: str = "train", limit: int | None = None,
-               **kwargs: Any) -> list[Item]:
-    """`evekit.data.load_items` for a task given by name or as a `Task` (see there)."""
-    return data.load_items(get_task(task), dataset, split, limit, **kwargs)
+               *, group_by: str | None = None, **kwargs: Any) -> list[Item]:
+    """`evekit.data.load_items` for a task given by name or as a `Task` (see there).
+
+    `group_by`: a column of the dataset whose value each item carries as `fields["group"]`
+    (for metrics per group); a column the file does not have is a `DataError` naming the file
+    and the columns it has.
+    """
+    task = get_task(task)
+    if not group_by:
+        return data.load_items(task, dataset, split, limit, **kwargs)
+    try:
+        return data.load_items(grouped(task, group_by), dataset, split, limit, **kwargs)
+    except DataError as exc:
+        if f"column {group_by!r} missing" in str(exc):
+            raise DataError(f"group_by={group_by!r}: {exc}") from None
+        raise
+
+
+# The samples column (and `Item.fields` key) holding an item's group, the value of `group_by`.
+GROUP_COLUMN = "group"
+MISSING_GROUP = "(missing)"
+
+
+def grouped(task: Task, column: str) -> Task:
+    """`task` whose items also carry the value of `column` (required in the file) as their group."""
+    inner = task.prepare
+
+    def prepare(row: Row) -> tuple[str, str, dict[str, Any]]:
+        question, target, fields = inner(row)
+        value = row.raw(column)
+        missing = value is None or (isinstance(value, float) and math.isnan(value)) or not str(value).strip()
+        return question, target, {**fields, GROUP_COLUMN: MISSING_GROUP if missing else str(value).strip()}
+
+    return dataclasses.replace(task, prepare=prepare, columns=(*task.columns, column))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -575,6 +618,8 @@ def score_samples(task: Task | str, items: Sequence[Item], results: Sequence[Gen
     for item, res in zip(items, results):
         row: dict[str, Any] = {"doc_id": item.doc_id, "doc.Question": item.question, "target": item.target,
                                **context_columns(task, item)}
+        if GROUP_COLUMN in item.fields:
+            row[GROUP_COLUMN] = item.fields[GROUP_COLUMN]
         raw = res.raw if res.raw is not None else res.text
         if res.failed:
             answer, reasoning, parsed = "", res.reasoning, None
@@ -630,11 +675,12 @@ def _add_cosine(df: pd.DataFrame, items: Sequence[Item]) -> pd.DataFrame:
     return df
 
 
-def task_metrics(task: Task | str, df: pd.DataFrame, *, seed: int = 0, n_boot: int = 1000) -> dict[str, dict]:
-    """{metric: {"value", "ci_low", "ci_high", "n"}} for the task's metrics, in its order.
+def task_metrics(task: Task | str, df: pd.DataFrame, *, seed: int = 0, n_boot: int = 2000) -> dict[str, dict]:
+    """{metric: {"value", "ci_low", "ci_high", "n", "method", ...}} for the task's metrics, in its order.
 
     Each metric (`evekit.metrics.get_metric`) knows its kind, which decides how it is summarised
-    and its interval computed. Failed rows and NaN values are excluded (`n` = items used).
+    and its interval computed (`method` says which). Failed rows and NaN values are excluded
+    (`n` = items used); an undefined value is NaN with a `note`.
     Metrics not computed (e.g. cosine without the embeddings extra) are absent;
     `evekit.metrics.metric_notes` says why.
     """
@@ -653,6 +699,70 @@ def count_failures(df: pd.DataFrame) -> dict[str, int]:
     failed = df["failed"].astype(bool) if "failed" in df.columns else pd.Series(False, index=df.index)
     unparsed = df["unparsed"].astype(bool) if "unparsed" in df.columns else pd.Series(False, index=df.index)
     return {"n": int(len(df)), "n_unparsed": int((unparsed & ~failed).sum()), "n_failed": int(failed.sum())}
+
+
+def metrics_by_group(df: pd.DataFrame, summarize: Callable[[pd.DataFrame], dict[str, dict]]) -> pd.DataFrame:
+    """A tidy table: one row per (group, metric) with value, ci_low, ci_high, n and method.
+
+    `summarize` turns the samples of one group into {metric: summary} (e.g. `task_metrics`, plus
+    the judges' metrics); groups in sorted order, metrics in the order `summarize` gives them.
+    """
+    columns = ["group", "metric", "value", "ci_low", "ci_high", "n", "method"]
+    if GROUP_COLUMN not in df.columns:
+        raise ValueError("the samples have no group column (load the items with group_by=...)")
+    rows = []
+    for group, part in df.groupby(GROUP_COLUMN, sort=True):
+        for metric, m in summarize(part).items():
+            rows.append({"group": group, "metric": metric, **{k: m.get(k) for k in columns[2:]}})
+    return pd.DataFrame(rows, columns=columns)
+
+
+def baselines(task: Task | str, items: Sequence[Item], df: pd.DataFrame) -> dict[str, dict] | None:
+    """What answering without reading the question scores on the items `df` answered (not failed).
+
+    For tasks with `constant_baselines`: "chance", the mean over items of 1 / number of choices
+    (a uniform random guess), and "most_frequent", always giving the most frequent gold answer
+    (ties: the first in label order), with its accuracy's interval. That answer is picked on these
+    very items, so it is a slightly optimistic baseline. None for other tasks or no items.
+    """
+    task = get_task(task)
+    if not task.constant_baselines or df is None or df.empty:
+        return None
+    used = df[~df["failed"].astype(bool)] if "failed" in df.columns else df
+    by_id = {it.doc_id: it for it in items}
+    chosen = [by_id[d] for d in used["doc_id"] if d in by_id]
+    n_choices = [len(it.fields.get("labels") or task.labels) for it in chosen]
+    if not chosen or not all(n_choices):
+        return None
+    golds = [it.target for it in chosen]
+    order = list(dict.fromkeys([*task.labels, *(lab for it in chosen for lab in it.fields.get("labels", ()))]))
+    counts = Counter(golds)
+    rank = {lab: i for i, lab in enumerate(order)}
+    answer = min(counts, key=lambda a: (-counts[a], rank.get(a, len(rank)), a))
+    hits = np.array([float(g == answer) for g in golds])
+    return {
+        "chance": {"value": round(float(np.mean([1.0 / k for k in n_choices])), 12), "n": len(chosen),
+                   "method": "mean over items of 1 / number of choices"},
+        "most_frequent": {"answer": answer, **stats.interval(hits, "proportion")},
+    }
+
+
+def baseline_note(metrics: Mapping[str, Mapping[str, Any]], base: Mapping[str, Mapping[str, Any]] | None,
+                  metric: str = "acc") -> str | None:
+    """A sentence when the model's `metric` does not beat a baseline: its interval reaches the
+    baseline's value or lies below it. None when it beats both (or there is nothing to compare)."""
+    m = metrics.get(metric) or {}
+    low = m.get("ci_low")
+    if not base or low is None or not np.isfinite(low):
+        return None
+    chance, constant = base.get("chance", {}), base.get("most_frequent", {})
+    beaten = [(f'always answering "{constant["answer"]}"', constant.get("value")), ("chance", chance.get("value"))]
+    missed = [(what, value) for what, value in beaten if value is not None and low <= value]
+    if not missed:
+        return None
+    what, value = max(missed, key=lambda wv: wv[1])
+    return (f"{metric} {m['value']:.3f} [{low:.3f}, {m['ci_high']:.3f}] does not beat {what} ({value:.3f}): "
+            f"its 95% interval {'lies below' if m['ci_high'] < value else 'reaches down to'} that value.")
 
 
 def context_columns(task: Task, item: Item) -> dict[str, str]:

@@ -135,7 +135,7 @@ def build(task: str, spec: dict, *, intro: str | None = None, params: str | None
                           f"# {spec['title']} (`{task}`)\n\n{spec['about']}\n\n"
                           "Run it top to bottom in JupyterLab, or in batch: "
                           f"`papermill notebooks/{task}.ipynb out.ipynb -f params/demo/{task}.yaml`. "
-                          "Every metric comes with a 95% bootstrap confidence interval; infrastructure "
+                          "Every metric comes with a 95% confidence interval; infrastructure "
                           "failures are excluded and counted, never scored as 0.")),
         code(params or parameters_source(task, spec), "parameters"),
         code("from evekit.run import TaskRun\n\nrun = TaskRun.from_notebook(globals())\nrun.settings()"),
@@ -158,7 +158,10 @@ def build(task: str, spec: dict, *, intro: str | None = None, params: str | None
             code("run.judge_summary()"),
         ]
     cells += [
-        new_markdown_cell("## Metrics\nValue, 95% bootstrap interval and the number of items behind it."),
+        new_markdown_cell("## Metrics\nValue, 95% interval (`method`: Wilson for shares, BCa bootstrap for "
+                          "graded scores) and the number of items behind it. Where items have one gold "
+                          "letter or label: chance and always giving the most frequent gold answer, for "
+                          "comparison."),
         code("run.metrics_table()"),
         new_markdown_cell("Answers the model gave in an unusable form (scored wrong), and infrastructure "
                           "failures (excluded):"),
@@ -172,6 +175,9 @@ def build(task: str, spec: dict, *, intro: str | None = None, params: str | None
     cells += [
         new_markdown_cell("## Plots"),
         code("figures = run.plots()"),
+        new_markdown_cell("## By group\nEvery metric per value of the `group_by` column, with its interval "
+                          "and n (set `group_by` to a column of the dataset, e.g. `\"topic\"`)."),
+        code("run.by_group()"),
         new_markdown_cell("## Worst items\nRead these before trusting the number."),
         code("run.worst(5)"),
         new_markdown_cell("## Save\n`samples.csv`, `results.json`, `results.eee.jsonl` and the plots."),
@@ -203,7 +209,7 @@ def build_custom() -> nbformat.NotebookNode:
              "(ROUGE-L, BLEU) or extractive QA (token F1, exact match), on your own CSV, JSONL or Parquet "
              "file or a hub dataset. `task_file` is evekit's task YAML or a dataset's Inspect AI "
              "`eval.yaml`; see params/examples/tasks/. Batch: `papermill notebooks/custom_task.ipynb out.ipynb "
-             "-f params/examples/custom_task.sentinel_missions.yaml`. Every metric comes with a 95% bootstrap "
+             "-f params/examples/custom_task.sentinel_missions.yaml`. Every metric comes with a 95% "
              "confidence interval; infrastructure failures are excluded and counted, never scored as 0.")
     return build("custom_task", {}, intro=intro, params=CUSTOM_PARAMETERS, judged=True)
 

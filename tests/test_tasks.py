@@ -223,12 +223,13 @@ def test_score_multiple_answer():
     task = get_task("mcqa_multiple_answer")
     items = items_for("mcqa_multiple_answer", 4)  # gold B; A, C; B; A, C
     df = T.score_samples(task, items, results("B", "A", "B, F", "nothing"))
-    assert df["IoU"].tolist() == pytest.approx([1.0, 0.5, 0.5, 0.0])  # F is a wrong pick
+    # "B, F" names a letter outside the choices: unparsed, so scored wrong (IoU 0, not 0.5)
+    assert df["IoU"].tolist() == pytest.approx([1.0, 0.5, 0.0, 0.0])
     assert df["acc"].tolist() == [1.0, 0.0, 0.0, 0.0]
     assert df["parsed"].tolist()[:3] == ["B", "A", "B, F"]
     assert df["unparsed"].tolist() == [False, False, True, True]
     m = T.task_metrics(task, df)
-    assert m["IoU"]["value"] == pytest.approx(0.5) and m["acc"]["value"] == pytest.approx(0.25)
+    assert m["IoU"]["value"] == pytest.approx(0.375) and m["acc"]["value"] == pytest.approx(0.25)
     assert set(m) == {"IoU", "acc"}
 
 
