@@ -108,7 +108,8 @@ def _eee_uncertainty(m: dict[str, Any], n: int) -> dict[str, Any]:
     out: dict[str, Any] = {}
     low, high = json_safe(m.get("ci_low")), json_safe(m.get("ci_high"))
     if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (low, high)):
-        out["confidence_interval"] = {"lower": low, "upper": high, "confidence_level": 0.95, "method": "bootstrap"}
+        out["confidence_interval"] = {"lower": low, "upper": high, "confidence_level": 0.95,
+                                     "method": str(m.get("method") or "bootstrap")}  # the metric's own interval
     num = m.get("n")
     out["num_samples"] = int(num) if isinstance(json_safe(num), (int, float)) else int(n)
     return out

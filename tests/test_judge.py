@@ -565,3 +565,12 @@ def test_judge_metric_intervals_by_kind():
     assert m["llm_as_judge_avg"] == stats.interval(df["llm_as_judge_avg"], "graded_mean", seed=2, n_boot=500)
     single = J.judge_metrics(votes_df(solo=[1] * 12), ["solo"])["llm_as_judge"]
     assert single["ci_low"] == pytest.approx(proportion_confint(12, 12, method="wilson")[0]) and single["ci_high"] == 1
+
+
+def test_a_judge_entry_may_set_its_own_concurrency(tmp_path):
+    from evekit.judges import JudgePanel
+
+    judges = [{"name": "slow", "model": "m", "base_url": "http://127.0.0.1:9/v1", "concurrency": 2},
+              {"name": "fast", "model": "m", "base_url": "http://127.0.0.1:9/v1"}]
+    panel = JudgePanel(judges, "fact_check", concurrency=8, cache_dir=tmp_path, progress=False)
+    assert panel.clients["slow"].concurrency == 2 and panel.clients["fast"].concurrency == 8

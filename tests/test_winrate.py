@@ -682,3 +682,9 @@ def test_summary_floats_are_tidy(tmp_path):
     comp = _eve_example(tmp_path)
     s = row(comp, "j1")
     assert s["alpaca_win_rate_difference"] == 0.47  # 0.735 - 0.265 = 0.47000000000000003 before rounding
+
+
+def test_win_rate_notebook_refuses_an_injected_name_that_is_not_a_parameter():
+    namespace = {"In": ["", "# Parameters\nbothorders = True\n"]}
+    with pytest.raises(ParameterError, match=r"unknown parameter 'bothorders' \(did you mean 'both_orders'\?\)"):
+        wr.WinRateConfig.from_notebook(namespace)

@@ -67,7 +67,9 @@ class JudgePanel:
         self.max_tokens = max_tokens
         if clients is None:
             from evekit.client import ModelClient
-            clients = {s.name: ModelClient(s.model, s.base_url, s.api_key_env, concurrency=concurrency,
+            # A judge entry's own `concurrency` caps its endpoint; otherwise the run's.
+            clients = {s.name: ModelClient(s.model, s.base_url, s.api_key_env,
+                                           concurrency=s.concurrency or concurrency,
                                            timeout=timeout, max_retries=max_retries, cache_dir=cache_dir,
                                            offline=offline, name=f"judge {s.name}", progress=progress)
                        for s in self.specs}

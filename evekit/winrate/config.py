@@ -9,10 +9,11 @@ from typing import Any
 
 from evekit.errors import ParameterError
 from evekit.judges.panel import validate_judges
-from evekit.paths import resolve_path
+from evekit.params import check_injected
+from evekit.paths import resolve_path, safe_name
 from evekit.tasks import head_to_head_tasks
 from evekit.types import JudgeSpec
-from evekit.winrate.matching import Comparison, ModelSpec, safe_name
+from evekit.winrate.matching import Comparison, ModelSpec
 
 __all__ = ["TASKS", "ALPHA", "WinRateConfig", "validate_params"]
 
@@ -49,8 +50,10 @@ class WinRateConfig:
 
     @classmethod
     def from_notebook(cls, namespace: dict[str, Any]) -> "WinRateConfig":
-        """Pick the parameter names out of a notebook's globals() and validate them."""
+        """Pick the parameter names out of a notebook's globals() and validate them; a name
+        papermill injected that is not a parameter is an error."""
         names = inspect.signature(validate_params).parameters
+        check_injected(namespace, list(names))
         return validate_params(**{k: namespace[k] for k in names if k in namespace})
 
     def out_dir(self, comp: Comparison) -> Path:
@@ -133,10 +136,7 @@ def validate_params(*, task: str = "open_ended", model_a: Any, model_b: Any, jud
         raise ParameterError(f"judges must be a non-empty list of {{name, model, base_url, api_key_env}}, "
                              f"got {judges!r}")
     specs_j = validate_judges(judges)  # the panel's rules: unique names usable as column names
-    for j in specs_j:
-        if j.api_key_env is not None and (j.api_key_env.startswith("sk-") or len(j.api_key_env) > 64):
-            raise ParameterError(f"judge {j.name!r}: api_key_env must be the NAME of an environment "
-                                 "variable, not a key")
+    for j in specs_j:  # JudgeSpec.from_dict has refused keys pasted into api_key_env
         if j.api_key_env and not offline and j.api_key_env not in os.environ:
             raise ParameterError(f"judge {j.name!r}: environment variable {j.api_key_env} "
                                  "(its api_key_env) is not set")

@@ -17,10 +17,10 @@ import numpy as np
 import pandas as pd
 
 from evekit.errors import ParameterError
-from evekit.paths import resolve_path
+from evekit.paths import resolve_path, safe_name
 
 __all__ = ["REQUIRED_COLUMNS", "ModelSpec", "Comparison", "normalize_ws", "unwrap_response", "read_answers",
-           "match_files", "load_comparisons", "safe_name"]
+           "match_files", "load_comparisons"]
 
 REQUIRED_COLUMNS = ("doc.Question", "target", "filtered_resps")
 _TRUE = {"true", "1", "yes", "y", "t"}
@@ -151,11 +151,6 @@ class Comparison:
     @property
     def label(self) -> str:
         return f"{safe_name(self.name_a)}_vs_{safe_name(self.name_b)}"
-
-
-def safe_name(name: str) -> str:
-    """`name` made safe for a folder name (the comparison's label, e.g. m1_vs_m3)."""
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_") or "model"
 
 
 def match_files(spec_a: ModelSpec, spec_b: ModelSpec, *, limit: int | None = None) -> Comparison:
