@@ -114,13 +114,7 @@ class ResponseCache:
                                    check_same_thread=False)
         self._lock = threading.Lock()
         try:
-            with self._lock:
-                self._db.execute("PRAGMA busy_timeout=60000")
-                self._db.execute("PRAGMA journal_mode=WAL")
-                # NORMAL in WAL mode: a committed answer survives a killed process (not a power cut).
-                self._db.execute("PRAGMA synchronous=NORMAL")
-                self._db.executescript(_SCHEMA)
-                self._db.execute("SELECT count(*) FROM responses").fetchone()
+            self._set_up()
         except sqlite3.DatabaseError as exc:
             self._db.close()
             raise CacheError(
@@ -129,6 +123,24 @@ class ResponseCache:
                 f"{self.dir} is re-imported") from exc
         for jsonl in sorted(self.dir.glob("*.jsonl")):
             self._import_if_changed(jsonl)
+
+    def _set_up(self) -> None:
+        """WAL mode and the tables. Two processes opening a new cache at once may find it locked
+        while the other switches it to WAL (SQLite then does not wait): try again briefly."""
+        for attempt in range(50):
+            try:
+                with self._lock:
+                    self._db.execute("PRAGMA busy_timeout=60000")
+                    self._db.execute("PRAGMA journal_mode=WAL")
+                    # NORMAL in WAL mode: a committed answer survives a killed process (not a power cut).
+                    self._db.execute("PRAGMA synchronous=NORMAL")
+                    self._db.executescript(_SCHEMA)
+                    self._db.execute("SELECT count(*) FROM responses").fetchone()
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or attempt == 49:
+                    raise
+                time.sleep(0.05 + 0.05 * attempt)
 
     # -- reading and writing ------------------------------------------------------------
     def get_many(self, keys: Iterable[str]) -> dict[str, GenerationResult]:

@@ -324,7 +324,8 @@ def write_index(run_dir: Path) -> Path:
         rows.append(
             f"<tr><td>{html.escape(res['task'])}</td><td>{html.escape(res['model'])}</td>"
             f"<td>{html.escape(name)}</td><td>{format_metric(m)}</td><td>{_metric_n(res, m)}</td>"
-            f"<td>{res.get('n_unparsed', 0)}</td><td>{_failed_cell(res)}</td><td>{link}</td></tr>"
+            f"<td>{res.get('n_unparsed', 0)}</td><td>{_failed_cell(res)}</td>"
+            f"<td>{html.escape(_baseline_cell(res))}</td><td>{link}</td></tr>"
         )
     extra = []
     # Win-rate comparisons first, then the summary (the order the batch runner runs them in).
@@ -340,16 +341,18 @@ def write_index(run_dir: Path) -> Path:
         extra.append(f'<li><a href="{html.escape(str(rel))}">FAILED: {html.escape(rel.parts[1])}</a></li>')
     page = f"""<!doctype html>
 <html><head><meta charset="utf-8"><title>evekit run {html.escape(run_dir.name)}</title>
-<style>body{{font-family:sans-serif;margin:2em;max-width:70em}}table{{border-collapse:collapse}}
+<style>body{{font-family:sans-serif;margin:2em;max-width:90em}}table{{border-collapse:collapse}}
+td:nth-child(4){{white-space:nowrap}}
 td,th{{border:1px solid #ccc;padding:.3em .6em;text-align:left}}th{{background:#eee}}</style></head>
 <body><h1>evekit run <code>{html.escape(run_dir.name)}</code></h1>
 <p>Headline metric per task with its 95% confidence interval; <em>n</em>: the items behind that metric
-(of the run's items, when some were left out). <em>unparsed</em>: answers the
+(of the run's items, when some were left out). <em>baseline</em>: the accuracy of always giving the most
+frequent gold answer, where items have one gold letter or label. <em>unparsed</em>: answers the
 model gave in an unusable form (scored wrong); <em>failed</em>: infrastructure failures (excluded from the
 metric). Scores of the embedded SmolLM2-135M demo model only show that the pipeline works; they are not a
 finding about any model.</p>
 <table><tr><th>task</th><th>model</th><th>metric</th><th>value [95% CI]</th><th>n</th><th>unparsed</th>
-<th>failed</th><th></th></tr>
+<th>failed</th><th>baseline: always the most frequent answer</th><th></th></tr>
 {''.join(rows)}
 </table>
 <ul>{''.join(extra)}</ul>
@@ -373,12 +376,28 @@ def _failed_cell(res: dict[str, Any]) -> str:
     return f"{res.get('n_failed', 0)}" + (f" + {judge_failed} without verdict" if judge_failed else "")
 
 
+def _baseline_cell(res: dict[str, Any]) -> str:
+    """'always "C": 0.262 [0.17, 0.38]' (and 'not beaten' when acc's interval reaches down to it)."""
+    constant = (res.get("baselines") or {}).get("most_frequent")
+    if not constant:
+        return "–"
+    acc = res.get("metrics", {}).get("acc", {})
+    beaten = acc.get("ci_low") is not None and constant.get("value") is not None and acc["ci_low"] > constant["value"]
+    return f'always "{constant["answer"]}": {format_metric(constant)}' + ("" if beaten else " (not beaten)")
+
+
 def _win_rate_headline(summary_csv: Path) -> str:
-    """EVE's average across judges: each model's win rate and the alpaca win rate of the first."""
+    """EVE's average across judges: each model's win rate and the alpaca win rate of the first,
+    each with its interval over questions."""
     try:
         df = pd.read_csv(summary_csv)
         row = df.iloc[-1]
-        return (f"({row['model_a']} {row['win_rate_a']:.3f}, {row['model_b']} {row['win_rate_b']:.3f}, "
-                f"ties {row['tie_rate']:.3f}; alpaca win rate of {row['model_a']} {row['alpaca_win_rate_a']:.3f})")
+
+        def rate(name: str) -> str:
+            return format_metric(json_safe({"value": row[name], "ci_low": row.get(f"{name}_ci_low"),
+                                            "ci_high": row.get(f"{name}_ci_high")}))
+        return (f"({row['model_a']} {rate('win_rate_a')}, {row['model_b']} {rate('win_rate_b')}, "
+                f"ties {rate('tie_rate')}; alpaca win rate of {row['model_a']} {rate('alpaca_win_rate_a')}; "
+                f"n = {int(df['n'].max())} questions)")  # the average row has no n of its own
     except Exception:  # a half-written or foreign summary must not break the index
         return ""

@@ -336,7 +336,7 @@ class TaskRun:
         base = self.baselines()
         if base:
             constant = base["most_frequent"]
-            rows["acc (chance)"] = {k: v for k, v in base["chance"].items() if k != "method"}
+            rows["acc (chance)"] = dict(base["chance"])
             rows[f'acc (always "{constant["answer"]}")'] = {k: v for k, v in constant.items() if k != "answer"}
             note = tasks.baseline_note(metrics, base)
             if note:
@@ -345,7 +345,8 @@ class TaskRun:
                     self.notes.append(note)
         table = pd.DataFrame.from_dict(rows, orient="index")
         table.index.name = "metric"
-        return table.round(4)
+        # "–" where a number does not apply (the method column says why), never a bare NaN.
+        return table.round(4).astype(object).where(table.notna(), "–")
 
     # -- groups -------------------------------------------------------------------------------
     def by_group(self) -> pd.DataFrame | None:

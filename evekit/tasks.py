@@ -742,7 +742,7 @@ def baselines(task: Task | str, items: Sequence[Item], df: pd.DataFrame) -> dict
     hits = np.array([float(g == answer) for g in golds])
     return {
         "chance": {"value": round(float(np.mean([1.0 / k for k in n_choices])), 12), "n": len(chosen),
-                   "method": "mean over items of 1 / number of choices"},
+                   "method": "exact: mean of 1 / number of choices (no interval: not an estimate)"},
         "most_frequent": {"answer": answer, **stats.interval(hits, "proportion")},
     }
 

@@ -243,7 +243,10 @@ seed = 1234''', "parameters"),
                           "0.05, for its n: from the observed pairs of models, or, with one model, assuming a "
                           "second one of the same score that errs independently."),
         code("detectable = lb.detectable_differences(entries)\n"
-             "for note in detectable[\"note\"]:\n    print(note)\ndetectable.round(4)"),
+             "for note in detectable[\"note\"]:\n    print(note)\n"
+             "# the sentences above say what each row means; mdd '–': no difference is detectable at that n\n"
+             "table = detectable[[\"task\", \"metric\", \"n\", \"mdd\"]].round(3)\n"
+             "table.astype(object).where(table.notna(), \"–\")"),
         new_markdown_cell("## Usage\nRequests sent, cache hits, tokens and seconds per run."),
         code("# NBVAL_IGNORE_OUTPUT\n# (wall seconds differ from run to run)\nusage = lb.usage_totals(entries)\nusage"),
         code("out = lb.save_summary(resolve_path(output_dir) / run_name / \"summary\", board, tests, usage, figure,\n"

@@ -74,3 +74,35 @@ def test_write_run_writes_the_three_files_and_its_record(tmp_path):
     source = json.loads(line[0])["evaluation_results"][0]["source_data"]
     assert len(line) == 1 and source["source_type"] == "other"  # EEE 0.2.1 has no local-file variant
     assert source["additional_details"]["path"] == "data/x.jsonl"
+
+
+def test_index_shows_the_baseline_and_win_rates_with_their_intervals(tmp_path):
+    import pandas as pd
+
+    from evekit.report import write_index, write_run_record
+
+    run = tmp_path / "demo"
+    task_dir = run / "m" / "mcqa_single_answer"
+    task_dir.mkdir(parents=True)
+    results = {"task": "mcqa_single_answer", "model": "m", "n": 61, "n_unparsed": 0, "n_failed": 0,
+               "metrics": {"acc": {"value": 0.213, "ci_low": 0.129, "ci_high": 0.331, "n": 61}},
+               "baselines": {"most_frequent": {"answer": "A", "value": 0.262, "ci_low": 0.168, "ci_high": 0.384,
+                                               "n": 61}}}
+    (task_dir / "results.json").write_text(json.dumps(results))
+    write_run_record(task_dir, kind="task", notebook="mcqa_single_answer", run_name="demo")
+    wr = run / "win_rate" / "a_vs_b"
+    wr.mkdir(parents=True)
+    pd.DataFrame([{"judge": "j", "model_a": "a", "model_b": "b", "n": 12, "win_rate_a": 0.5, "win_rate_b": 0.25,
+                   "tie_rate": 0.25, "alpaca_win_rate_a": 0.625, "win_rate_a_ci_low": 0.25, "win_rate_a_ci_high": 0.75,
+                   "win_rate_b_ci_low": 0.09, "win_rate_b_ci_high": 0.53, "tie_rate_ci_low": 0.09,
+                   "tie_rate_ci_high": 0.53, "alpaca_win_rate_a_ci_low": 0.44, "alpaca_win_rate_a_ci_high": 0.79},
+                  {"judge": "average", "model_a": "a", "model_b": "b", "n": None, "win_rate_a": 0.5,
+                   "win_rate_b": 0.25, "tie_rate": 0.25, "alpaca_win_rate_a": 0.625, "win_rate_a_ci_low": 0.25,
+                   "win_rate_a_ci_high": 0.75, "win_rate_b_ci_low": 0.09, "win_rate_b_ci_high": 0.53,
+                   "tie_rate_ci_low": 0.09, "tie_rate_ci_high": 0.53, "alpaca_win_rate_a_ci_low": 0.44,
+                   "alpaca_win_rate_a_ci_high": 0.79}]).to_csv(wr / "summary.csv", index=False)
+    write_run_record(wr, kind="win_rate", notebook="win_rate", run_name="demo")
+    page = write_index(run).read_text()
+    assert 'always "A": 0.262 [0.17, 0.38] (not beaten)' in page.replace("&quot;", '"')
+    assert ("a 0.500 [0.25, 0.75], b 0.250 [0.09, 0.53], ties 0.250 [0.09, 0.53]; "
+            "alpaca win rate of a 0.625 [0.44, 0.79]; n = 12 questions") in page
