@@ -8,8 +8,12 @@ the server is stopped even when a notebook fails.
 """
 from __future__ import annotations
 
+import json
 import os
+import re
 import sys
+import tempfile
+import threading
 import time
 import traceback
 import uuid
@@ -85,20 +89,176 @@ def saved_output_dirs(out_root: Path, execution: str) -> list[Path]:
     return [r.dir for r in records]
 
 
-def render_html(executed_notebook: Path, html_path: Path) -> None:
-    """The executed notebook as HTML without code cells (what readers of the report need)."""
+# A reproduce line in a notebook's markdown: `papermill notebooks/x.ipynb out.ipynb -f params/...yaml`.
+_REPRODUCE = re.compile(r"(papermill\s+\S*?(?P<nb>[\w.-]+)\.ipynb\s+\S+\s+-f\s+)(?P<file>[^\s`'\"<>]+)")
+
+
+def report_identity(executed_notebook: Path, *, params_file: Path | None = None,
+                    record_dir: Path | None = None) -> dict[str, Any]:
+    """What a report is: run name, notebook, model, few-shot count (when it has one) and the
+    parameter file it ran with, from the run.json record and results.json of `record_dir`, then
+    the parameters papermill stored in the executed notebook."""
     import nbformat
-    from nbconvert import HTMLExporter
 
     nb = nbformat.read(executed_notebook, as_version=4)
+    params = dict(nb.metadata.get("papermill", {}).get("parameters") or {})
+    record: dict[str, Any] = {}
+    results: dict[str, Any] = {}
+    if record_dir is not None:
+        from evekit.report import RUN_RECORD
+
+        for name, target in ((RUN_RECORD, record), ("results.json", results)):
+            try:
+                target.update(json.loads((Path(record_dir) / name).read_text()))
+            except (OSError, ValueError):
+                pass
+    res_params = results.get("params") or {}
+    notebook = record.get("notebook") or (notebook_name(params_file) if params_file else executed_notebook.stem)
+    fewshot = res_params.get("num_fewshot", params.get("num_fewshot"))
+    model = results.get("model") or params.get("model_name")
+    if record.get("kind") == "win_rate":
+        model = " vs ".join(str(m) for m in (params.get("model_a"), params.get("model_b")) if m) or model
+    return {"run_name": record.get("run_name") or params.get("run_name"), "notebook": notebook,
+            "kind": record.get("kind"), "model": model,
+            "num_fewshot": fewshot if isinstance(fewshot, int) and record.get("kind") != "summary" else None,
+            "params_file": display_path(params_file) if params_file is not None else None}
+
+
+def report_title(identity: dict[str, Any]) -> str:
+    """'demo-5shot · open_ended · smollm2-135m-instruct · 5-shot'."""
+    parts = [identity.get("run_name"), identity.get("notebook"), identity.get("model")]
+    if identity.get("num_fewshot") is not None:
+        parts.append(f"{identity['num_fewshot']}-shot")
+    return " · ".join(str(p) for p in parts if p)
+
+
+def render_html(executed_notebook: Path, html_path: Path, *, params_file: Path | None = None,
+                record_dir: Path | None = None) -> None:
+    """The executed notebook as HTML without code cells (what readers of the report need).
+
+    A header names the run, notebook, model and few-shot count, and how to reproduce it with the
+    parameter file it really ran with; reproduce lines in the notebook's own text are corrected
+    to that file (the notebook's text names its default parameter file).
+    """
+    import nbformat
+    from nbconvert import HTMLExporter
+    from nbformat.v4 import new_markdown_cell
+
+    nb = nbformat.read(executed_notebook, as_version=4)
+    identity = report_identity(executed_notebook, params_file=params_file, record_dir=record_dir)
+    title = report_title(identity) or html_path.parent.name
+    lines = [f"# {title}", ""]
+    facts = [f"run `{identity['run_name']}`" if identity.get("run_name") else None,
+             f"notebook `{identity['notebook']}`",
+             f"model `{identity['model']}`" if identity.get("model") else None,
+             f"{identity['num_fewshot']}-shot" if identity.get("num_fewshot") is not None else None]
+    lines.append(" · ".join(f for f in facts if f))
+    if identity.get("params_file"):
+        real = identity["params_file"]
+        lines += ["", f"Reproduce: `papermill notebooks/{identity['notebook']}.ipynb out.ipynb -f {real}`"
+                      + (" (with `evekit serve` running and `EVEKIT_SERVER_URL` exported, or "
+                         f"`evekit run --serve {real}`)" if "demo" in Path(real).parts else "")]
+        for cell in nb.cells:
+            if cell.cell_type == "markdown":
+                cell.source = _REPRODUCE.sub(
+                    lambda m: m.group(1) + real if m.group("nb") == identity["notebook"] else m.group(0), cell.source)
+    nb.cells.insert(0, new_markdown_cell("\n".join(lines)))
     exporter = HTMLExporter(exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True)
-    body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": html_path.parent.name}})
+    body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": title}})
     html_path.parent.mkdir(parents=True, exist_ok=True)
     html_path.write_text(body, encoding="utf-8")
 
 
+PROGRESS_EVERY = 30.0  # seconds between the progress lines of a running notebook
+
+# What the kernel process writes to its stderr that says nothing to the user of `evekit run`: the
+# transport warning (the kernel listens on loopback only) and the shutdown noise.
+KERNEL_NOISE = ("Kernel is running over TCP without encryption", "KeyboardInterrupt caught in kernel")
+
+
+def format_elapsed(seconds: float) -> str:
+    """'45 s', '2 min 10 s', '1 h 3 min'."""
+    s = int(seconds)
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min {s % 60} s"
+    return f"{s // 3600} h {s % 3600 // 60} min"
+
+
+def notebook_progress(executed: Path) -> tuple[int, int] | None:
+    """(cell now running or last finished, number of cells) from the notebook papermill writes as
+    it goes (it saves the file when each cell starts and ends); None while it is unreadable."""
+    import nbformat
+
+    try:
+        nb = nbformat.read(executed, as_version=4)
+    except Exception:  # noqa: BLE001 - half-written: try again at the next tick
+        return None
+    cells = nb.cells
+    current = 0
+    for i, cell in enumerate(cells, 1):
+        status = cell.get("metadata", {}).get("papermill", {}).get("status")
+        if status == "running":
+            return i, len(cells)
+        if status in ("completed", "failed"):
+            current = i
+    return current, len(cells)
+
+
+class ProgressReporter:
+    """Prints '  … open_ended: 2 min 10 s, cell 9 of 25' every `every` seconds while a notebook runs."""
+
+    def __init__(self, label: str, executed: Path, every: float = PROGRESS_EVERY) -> None:
+        self.label, self.executed, self.every = label, executed, every
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name=f"progress-{label}", daemon=True)
+        self._started = time.monotonic()
+
+    def _loop(self) -> None:
+        last: tuple[int, int] | None = None
+        while not self._stop.wait(self.every):
+            last = notebook_progress(self.executed) or last
+            where = f", cell {last[0]} of {last[1]}" if last and last[0] else ", starting the kernel"
+            print(f"  … {self.label}: {format_elapsed(time.monotonic() - self._started)}{where}", flush=True)
+
+    def __enter__(self) -> "ProgressReporter":
+        if self.every and self.every > 0:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+
+def _quiet_kernel_manager(stderr_file: Any) -> type:
+    """A kernel manager whose kernel writes its stderr to `stderr_file` (read back after the run
+    by `forward_kernel_stderr`, which drops `KERNEL_NOISE` and passes everything else on)."""
+    from jupyter_client import AsyncKernelManager
+
+    class QuietKernelManager(AsyncKernelManager):
+        async def _async_start_kernel(self, **kw: Any) -> None:
+            kw.setdefault("stderr", stderr_file)
+            await super()._async_start_kernel(**kw)
+
+        start_kernel = _async_start_kernel
+
+    return QuietKernelManager
+
+
+def forward_kernel_stderr(text: str, stream: Any = None) -> None:
+    """The kernel's stderr minus the lines of `KERNEL_NOISE` (and the blank lines around them)."""
+    stream = stream or sys.stderr
+    kept = [line for line in text.splitlines() if line.strip() and not any(n in line for n in KERNEL_NOISE)]
+    for line in kept:
+        print(f"  kernel: {line}", file=stream)
+
+
 def run_one(params_file: Path, notebooks_dir: Path, server_url: str | None,
-            output_dir: str | None, html: bool) -> tuple[bool, list[Path], Path]:
+            output_dir: str | None, html: bool,
+            progress_every: float = PROGRESS_EVERY) -> tuple[bool, list[Path], Path]:
     """Execute one parameter file; (passed, folders its save steps wrote, run folder)."""
     import papermill as pm
 
@@ -122,9 +282,12 @@ def run_one(params_file: Path, notebooks_dir: Path, server_url: str | None,
     execution = f"{params_file.stem}-{uuid.uuid4().hex[:12]}"
     previous = os.environ.get(EXECUTION_ENV)
     os.environ[EXECUTION_ENV] = execution
+    kernel_stderr = tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace")
     try:
-        pm.execute_notebook(str(notebook), str(executed), parameters=params, cwd=str(REPO_ROOT),
-                            kernel_name="python3", progress_bar=False, log_output=False)
+        with ProgressReporter(params_file.stem, executed, progress_every):
+            pm.execute_notebook(str(notebook), str(executed), parameters=params, cwd=str(REPO_ROOT),
+                                kernel_name="python3", progress_bar=False, log_output=False,
+                                kernel_manager_class=_quiet_kernel_manager(kernel_stderr))
     except Exception as exc:  # papermill has written the notebook with its error banner
         ok = False
         message = str(exc).strip().splitlines()
@@ -135,6 +298,9 @@ def run_one(params_file: Path, notebooks_dir: Path, server_url: str | None,
             os.environ.pop(EXECUTION_ENV, None)
         else:
             os.environ[EXECUTION_ENV] = previous
+        kernel_stderr.seek(0)
+        forward_kernel_stderr(kernel_stderr.read())
+        kernel_stderr.close()
     dirs = saved_output_dirs(out_root, execution)
     if ok and not dirs:
         print(f"  note: {notebook.name} with {params_file} saved no outputs (no {RUN_RECORD} was written "
@@ -143,7 +309,7 @@ def run_one(params_file: Path, notebooks_dir: Path, server_url: str | None,
     if html and executed.exists():
         targets = dirs or [out_root / run_name / "failed" / params_file.stem]
         for d in targets:
-            render_html(executed, d / "report.html")
+            render_html(executed, d / "report.html", params_file=params_file, record_dir=d if dirs else None)
     return ok, dirs, out_root / run_name
 
 
@@ -178,7 +344,8 @@ def check_param_files(files: list[Path], notebooks_dir: Path) -> list[str]:
 
 
 def run_batch(param_files: list[str], *, serve: bool = False, output_dir: str | None = None,
-              html: bool = True, notebooks_dir: str | None = None) -> int:
+              html: bool = True, notebooks_dir: str | None = None,
+              progress_every: float = PROGRESS_EVERY) -> int:
     """Run every parameter file; return a process exit code (0 only when all notebooks passed)."""
     from evekit.report import write_index
 
@@ -212,7 +379,7 @@ def run_batch(param_files: list[str], *, serve: bool = False, output_dir: str | 
             t0 = time.monotonic()
             print(f"running {notebook_name(f)} with {f} ...", flush=True)
             try:
-                ok, dirs, run_dir = run_one(f, nb_dir, server_url, output_dir, html)
+                ok, dirs, run_dir = run_one(f, nb_dir, server_url, output_dir, html, progress_every)
                 run_dirs.add(run_dir)
             except Exception as exc:
                 ok, dirs = False, []
@@ -228,7 +395,7 @@ def run_batch(param_files: list[str], *, serve: bool = False, output_dir: str | 
             server.stop()
             print("embedded server stopped", flush=True)
     for run_dir in sorted(run_dirs):
-        index = write_index(run_dir)
+        index = write_index(run_dir, batch_runs=sorted(run_dirs))
         print(f"index: {index}")
     print(f"{len(files) - len(failed)} of {len(files)} notebooks passed in "
           f"{time.monotonic() - started:.0f} s")

@@ -299,13 +299,16 @@ def headline(results: dict[str, Any]) -> tuple[str, dict[str, Any] | None]:
     return (name, metrics[name]) if name is not None else ("–", None)
 
 
-def write_index(run_dir: Path) -> Path:
+def write_index(run_dir: Path, batch_runs: "list[Path] | tuple[Path, ...]" = ()) -> Path:
     """`<run_dir>/index.html`: every report of the run with its headline number and failures.
 
     What is listed comes from the run.json records the notebooks' save steps wrote, not from
     guessing folder layouts; `failed/` holds the batch runner's reports of notebooks that failed.
+    `batch_runs`: the run folders of the same `evekit run` (this one may be among them); the
+    index links the indexes of the others.
     """
     run_dir = Path(run_dir)
+    others = _other_runs_list(run_dir, batch_runs)
     records, unreadable = find_run_records(run_dir)
     rows = [f"<tr><td colspan='8'>unreadable: {html.escape(str(p.relative_to(run_dir)))}</td></tr>"
             for p in unreadable]
@@ -356,12 +359,25 @@ finding about any model.</p>
 {''.join(rows)}
 </table>
 <ul>{''.join(extra)}</ul>
+{others}
 <p><small>evekit {evekit.__version__}, written {datetime.now(timezone.utc).isoformat(timespec='seconds')}</small></p>
 </body></html>
 """
     index = run_dir / "index.html"
     index.write_text(page, encoding="utf-8")
     return index
+
+
+def _other_runs_list(run_dir: Path, batch_runs: "list[Path] | tuple[Path, ...]") -> str:
+    """'Other runs of this batch' with a link to each one's index.html (relative, so a copied
+    output folder keeps working)."""
+    others = sorted({Path(r).resolve() for r in batch_runs} - {run_dir.resolve()})
+    if not others:
+        return ""
+    items = "".join(
+        f'<li><a href="{html.escape(Path(os.path.relpath(o / "index.html", run_dir.resolve())).as_posix())}">'
+        f"{html.escape(o.name)}</a></li>" for o in others)
+    return f"<h2>Other runs of this batch</h2>\n<ul>{items}</ul>"
 
 
 def _metric_n(res: dict[str, Any], m: dict[str, Any] | None) -> str:

@@ -233,3 +233,86 @@ def test_bad_parameter_files_stop_the_batch_before_anything_runs(tmp_path, capsy
     assert "good.list.yaml: expected a mapping" in err
     assert "missing.yaml: no such file" in err
     assert "Traceback" not in err and "nothing was run (4 problem(s)" in err
+
+
+# -- what a report is, the batch's other runs, progress, the kernel's noise ---------------------------
+
+REPRO = ("from pathlib import Path\nfrom evekit.report import write_run_record\nimport json\n"
+         "d = Path(output_dir) / run_name / 'm' / 'open_ended'\nd.mkdir(parents=True, exist_ok=True)\n"
+         "(d / 'results.json').write_text(json.dumps({'task': 'open_ended', 'model': 'my-model', 'n': 1,\n"
+         "    'params': {'num_fewshot': num_fewshot}, 'metrics': {}}))\n"
+         "write_run_record(d, kind='task', notebook='open_ended', run_name=run_name, files=['results.json'])")
+
+
+def _task_notebook(path: Path, body: str) -> None:
+    from nbformat.v4 import new_markdown_cell
+
+    params = new_code_cell('run_name = "t"\noutput_dir = "outputs"\nnum_fewshot = 0')
+    params.metadata["tags"] = ["parameters"]
+    nb = new_notebook(cells=[
+        new_markdown_cell("# Open-ended\nBatch: `papermill notebooks/open_ended.ipynb out.ipynb "
+                          "-f params/demo/open_ended.yaml`."),
+        params, new_code_cell(body)])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, path)
+
+
+def test_report_names_its_run_model_fewshot_and_the_real_parameter_file(tmp_path):
+    nb_dir = tmp_path / "notebooks"
+    nb_dir.mkdir()
+    _task_notebook(nb_dir / "open_ended.ipynb", REPRO)
+    f = tmp_path / "open_ended.5shot.yaml"
+    f.write_text("run_name: demo-5shot\nnum_fewshot: 5\n")
+    ok, dirs, _ = batch.run_one(f, nb_dir, None, str(tmp_path / "out"), html=True, progress_every=0)
+    assert ok and dirs
+    html = (dirs[0] / "report.html").read_text()
+    assert "<title>demo-5shot · open_ended · my-model · 5-shot</title>" in html
+    assert "5-shot" in html and "my-model" in html
+    assert f"-f {f}" in html                          # the file it ran with (outside the repo: as given)
+    assert "params/demo/open_ended.yaml" not in html  # the notebook's default file is corrected
+
+
+def test_index_links_the_other_runs_of_the_batch(tmp_path):
+    nb_dir = tmp_path / "notebooks"
+    nb_dir.mkdir()
+    _task_notebook(nb_dir / "open_ended.ipynb", REPRO)
+    (tmp_path / "open_ended.yaml").write_text("run_name: demo\n")
+    (tmp_path / "open_ended.5shot.yaml").write_text("run_name: demo-5shot\nnum_fewshot: 5\n")
+    out = tmp_path / "out"
+    code = batch.run_batch([str(tmp_path / "open_ended.yaml"), str(tmp_path / "open_ended.5shot.yaml")],
+                           output_dir=str(out), notebooks_dir=str(nb_dir), progress_every=0)
+    assert code == 0
+    demo, five = (out / "demo" / "index.html").read_text(), (out / "demo-5shot" / "index.html").read_text()
+    assert "Other runs of this batch" in demo and 'href="../demo-5shot/index.html"' in demo
+    assert 'href="../demo/index.html"' in five and 'href="../demo-5shot/index.html"' not in five
+
+
+def test_a_slow_notebook_reports_progress_and_the_kernel_noise_is_filtered(tmp_path, capfd):
+    nb_dir = tmp_path / "notebooks"
+    nb_dir.mkdir()
+    _notebook(nb_dir / "slow.ipynb", "import time\ntime.sleep(3)\n" + SAVE)
+    (tmp_path / "slow.yaml").write_text("value: 2\n")
+    code = batch.run_batch([str(tmp_path / "slow.yaml")], output_dir=str(tmp_path / "out"),
+                           notebooks_dir=str(nb_dir), progress_every=0.5)
+    out, err = capfd.readouterr()      # capfd: the kernel process writes to the real file descriptors
+    assert code == 0
+    lines = [line for line in out.splitlines() if line.startswith("  … slow:")]
+    assert len(lines) >= 3, out
+    assert any("cell 3 of 3" in line for line in lines), lines   # parameters, injected parameters, the body
+    assert "without encryption" not in out + err
+    assert "KeyboardInterrupt caught in kernel" not in out + err
+
+
+def test_kernel_stderr_keeps_real_errors_and_drops_only_the_noise(capsys):
+    import sys
+
+    batch.forward_kernel_stderr("[IPKernelApp] WARNING | Kernel is running over TCP without encryption. All ...\n"
+                                "Traceback (most recent call last):\nMemoryError\n"
+                                "[IPKernelApp] ERROR | KeyboardInterrupt caught in kernel.\n", sys.stderr)
+    err = capsys.readouterr().err
+    assert "Traceback" in err and "MemoryError" in err
+    assert "encryption" not in err and "KeyboardInterrupt" not in err
+
+
+def test_elapsed_time_reads_like_a_clock():
+    assert [batch.format_elapsed(s) for s in (5, 130, 3725)] == ["5 s", "2 min 10 s", "1 h 2 min"]
