@@ -25,9 +25,7 @@ def test_prepare_fails_fast_when_the_hub_host_does_not_resolve(tmp_path, monkeyp
     assert not (tmp_path / prepare.MANIFEST).exists()
 
 
-def test_hub_check_names_a_refused_connection(monkeypatch):
-    import threading
-
+def test_hub_check_names_a_refused_connection():
     server = socket.socket()
     server.bind(("127.0.0.1", 0))
     port = server.getsockname()[1]
