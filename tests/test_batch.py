@@ -285,6 +285,7 @@ def test_index_links_the_other_runs_of_the_batch(tmp_path):
     demo, five = (out / "demo" / "index.html").read_text(), (out / "demo-5shot" / "index.html").read_text()
     assert "Other runs of this batch" in demo and 'href="../demo-5shot/index.html"' in demo
     assert 'href="../demo/index.html"' in five and 'href="../demo-5shot/index.html"' not in five
+    assert "embedded demo model" not in demo      # the caveat only when the demo model is on the board
 
 
 def test_a_slow_notebook_reports_progress_and_the_kernel_noise_is_filtered(tmp_path, capfd):

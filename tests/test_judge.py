@@ -574,3 +574,30 @@ def test_a_judge_entry_may_set_its_own_concurrency(tmp_path):
               {"name": "fast", "model": "m", "base_url": "http://127.0.0.1:9/v1"}]
     panel = JudgePanel(judges, "fact_check", concurrency=8, cache_dir=tmp_path, progress=False)
     assert panel.clients["slow"].concurrency == 2 and panel.clients["fast"].concurrency == 8
+
+
+def test_usage_does_not_count_the_format_probes_as_failures():
+    # The server rejects json_schema (as llama.cpp does): one rejected probe, then json_object works.
+    client = ScriptedClient(verdicts={f"q{i}": i % 2 for i in range(5)}, supports=("json_object", "text"))
+    p = JudgePanel([{"name": "llama", "model": "m", "base_url": "http://x/v1"}], "fact_check",
+                   clients={"llama": client})
+    df = p.judge(cases(5))
+    assert not df["judge_failed"].any()
+    assert client.usage.requests == 6          # the probe was sent and stays counted as a request
+    assert client.usage.failures == 0          # but it is no failure: every item got its verdict
+    assert p.usage.failures == 0
+
+
+def test_when_every_method_fails_the_items_failures_stay_counted():
+    class Down(ScriptedClient):
+        def generate(self, requests, desc=""):
+            self.calls += requests
+            self.usage.requests += len(requests)
+            self.usage.failures += len(requests)
+            return [GenerationResult(text=None, error="HTTP 502 Bad Gateway") for _ in requests]
+
+    client = Down()
+    JudgePanel([{"name": "j", "model": "m", "base_url": "http://x/v1"}], "fact_check",
+               clients={"j": client}).judge(cases(10))
+    assert client.usage.requests == 3 * 3 + 7
+    assert client.usage.failures == 10        # one per item without an answer, not one per probe

@@ -125,3 +125,27 @@ def test_a_set_too_small_to_separate_two_models_says_so(tmp_path):
     acc_run(big, "m", [1.0] * 500 + [0.0] * 100)
     row = lb.detectable_differences(lb.collect(big, ["run"])).iloc[0]
     assert 0 < row.mdd < 0.1 and f"below {row.mdd:.2f}" in row.note
+
+
+def test_summary_carries_the_demo_model_caveat_only_when_the_demo_model_is_on_the_board(tmp_path):
+    from evekit.server import DEMO_MODEL_NOTE, is_demo_model
+
+    def entry(model):
+        return lb.Entry("demo", model, "refusal", {"model": model}, tmp_path)
+
+    assert is_demo_model("smollm2-135m-instruct") and is_demo_model("SmolLM2-360M") and not is_demo_model("qwen3")
+    note = lb.demo_model_note([entry("qwen3-8b"), entry("smollm2-135m-instruct")])
+    assert note and DEMO_MODEL_NOTE in note and "smollm2-135m-instruct" in note
+    assert lb.demo_model_note([entry("qwen3-8b")]) is None
+
+
+def test_summary_notebook_prints_the_caveat():
+    import importlib.util
+
+    from evekit.paths import REPO_ROOT
+
+    spec = importlib.util.spec_from_file_location("build_notebooks", REPO_ROOT / "scripts" / "build_notebooks.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    source = "\n".join(c.source for c in module.build_summary().cells)
+    assert "lb.demo_model_note(entries)" in source
