@@ -144,7 +144,7 @@ def test_full_pipeline_reproduces_eve_worked_example(tmp_path):
     assert s["alpaca_win_rate_a"] == pytest.approx(0.735) and s["alpaca_win_rate_b"] == pytest.approx(0.265)
     assert s["win_rate_difference"] == pytest.approx(0.47)
     # the judge saw model A's answer in both positions, and every verdict was mapped back right
-    assert set(comp.results["position_a"]) == {"A", "B"}
+    assert set(comp.results["a_shown_first"]) == {True, False}
     assert len(ask.calls) == 100
     avg = row(comp, "average")
     assert avg["win_rate_a"] == pytest.approx(0.72) and avg["alpaca_win_rate_b"] == pytest.approx(0.265)
@@ -172,7 +172,10 @@ def test_verdict_for_first_position_maps_back_to_the_right_model(tmp_path, a_fir
     res = comp.results.iloc[0]
     expected = "model-a" if a_first else "model-b"
     assert res["winner"] == expected and res["shown_first"] == expected
-    assert res["position_a"] == ("A" if a_first else "B") and res["position_b"] == ("B" if a_first else "A")
+    assert res["a_shown_first"] == a_first
+    assert res["shown_second"] == ("model-b" if a_first else "model-a")
+    assert res["judge_said"] == "A"                                   # about positions, as shown
+    assert res["winner_model"] == ("model_a" if a_first else "model_b")  # about the models' roles
 
 
 def test_position_bias_of_a_judge_that_always_picks_the_first_answer(tmp_path):
@@ -181,7 +184,7 @@ def test_position_bias_of_a_judge_that_always_picks_the_first_answer(tmp_path):
     judge(comp, ("j1",), Scripted(always_first), seed=11)
     s = row(comp, "j1")
     assert s["position_bias"] == 1.0 and s["position_votes"] == 40
-    a_first = int((comp.results["position_a"] == "A").sum())
+    a_first = int(comp.results["a_shown_first"].sum())
     assert 0 < a_first < 40 and s["wins_a"] == a_first and s["wins_b"] == 40 - a_first
 
 
@@ -197,7 +200,7 @@ def test_same_seed_same_positions_and_results_other_seed_other_positions(tmp_pat
     pd.testing.assert_frame_equal(runs["s1"].results, runs["s1bis"].results)
     pd.testing.assert_frame_equal(runs["s1"].summary, runs["s1bis"].summary)
     assert [wr.a_shown_first(q, 5) for q in qs] == [wr.a_shown_first(q, 5) for q in qs]
-    assert (runs["s1"].results["position_a"] != runs["s2"].results["position_a"]).any()
+    assert (runs["s1"].results["a_shown_first"] != runs["s2"].results["a_shown_first"]).any()
     # positions depend on the question, not on the row order or the other questions
     assert wr.a_shown_first("  Question number 4 on SAR\n interferometry? ", 5) == wr.a_shown_first(qs[4], 5)
     # a judge without position bias gives the same counts whatever the positions
@@ -261,8 +264,8 @@ def test_both_orders_inconsistent_verdict_is_a_tie(tmp_path):
     assert (biased["ties"], biased["wins_a"], biased["position_consistency"]) == (8, 0, 0.0)
     assert (fair["wins_a"], fair["ties"], fair["position_consistency"]) == (8, 0, 1.0)
     # each pair was shown both ways round
-    per_q = comp.results[comp.results["judge"] == "fair"].groupby("qid")["position_a"].agg(set)
-    assert all(s == {"A", "B"} for s in per_q)
+    per_q = comp.results[comp.results["judge"] == "fair"].groupby("qid")["a_shown_first"].agg(set)
+    assert all(s == {True, False} for s in per_q)
     assert row(comp, "average")["position_consistency"] == pytest.approx(0.5)
 
 
@@ -457,7 +460,7 @@ def test_pairwise_panel_goes_through_ask_json_with_the_pairwise_schema(tmp_path)
     assert {r.temperature for r in fake.requests} == {0.0} and {r.temperature for r in hot.requests} == {0.7}
     s = row(comp, "j1")
     assert (s["wins_a"], s["wins_b"], s["failed"]) == (1, 1, 0)
-    assert comp.results["verdict"].isin(["A", "B"]).all()  # "a"/"b" from the model is normalised
+    assert comp.results["judge_said"].isin(["A", "B"]).all()  # "a"/"b" from the model is normalised
     first = fake.requests[0]
     assert first.max_tokens == 77 and first.response_format["type"] == "json_schema"
     assert first.response_format["json_schema"]["schema"] == J.PAIRWISE_SCHEMA
@@ -501,6 +504,7 @@ def test_every_pair_of_models_is_compared_and_outputs_are_written(tmp_path):
     assert list(run.load()["comparison"]) == ["m1_vs_m3", "m2_vs_m3"]
     usage = run.judge()
     assert usage["requests"].to_dict() == {"j1": 12, "j2": 12}
+    assert usage["requests"].dtype.kind == "i" and usage["cache_hits"].dtype.kind == "i"  # 26, not 26.0
     dirs = run.save()
     assert [d.name for d in dirs] == ["m1_vs_m3", "m2_vs_m3"]
     d = dirs[0]
@@ -509,8 +513,13 @@ def test_every_pair_of_models_is_compared_and_outputs_are_written(tmp_path):
                  "unmatched.csv", "metrics.json"):
         assert (d / name).stat().st_size > 0, name
     results = pd.read_csv(d / "results.csv")
-    for col in ("question", "position_a", "position_b", "winner", "rationale", "raw", "method", "error"):
+    for col in ("question", "shown_first", "shown_second", "a_shown_first", "judge_said", "winner",
+                "winner_model", "rationale", "raw", "method", "error"):
         assert col in results.columns
+    # positions (A/B as shown) and the models' roles (model_a/model_b) cannot be confused
+    assert not {"verdict", "position_a", "position_b", "winner_side"} & set(results.columns)
+    assert set(results["judge_said"].dropna()) <= {"A", "B", "tie"}
+    assert set(results["winner_model"].dropna()) <= {"model_a", "model_b", "tie"}
     assert len(results) == 2 * 6
     summary = pd.read_csv(d / "summary.csv")
     assert list(summary["judge"]) == ["j1", "j2", "majority", "average"]

@@ -221,17 +221,17 @@ def summarize(comp: Comparison, alpha: float = ALPHA, *, seed: int = 0, n_boot: 
     rows, judge_parts = [], []
     for judge in comp.judges:
         r = res[res["judge"] == judge]
-        decisive_votes = r[~r["failed"] & ~r["identical"] & r["verdict"].isin(["A", "B"])]
-        votes = decisive_votes["verdict"]
+        decisive_votes = r[~r["failed"] & ~r["identical"] & r["judge_said"].isin(["A", "B"])]
+        votes = decisive_votes["judge_said"]
         row = {**base, "judge": judge, "kind": "judge",
                **_stats(out[judge], pairs, comp.name_a, comp.name_b, alpha, (int((votes == "A").sum()), len(votes))),
                "failed": int(out[judge].isna().sum()), "failed_decisions": int(r["failed"].sum())}
         parts = _side_parts(out[judge], lengths)
-        by_q = decisive_votes.groupby("qid")["verdict"]
+        by_q = decisive_votes.groupby("qid")["judge_said"]
         parts["position_bias"] = (_per_question(by_q.apply(lambda v: float((v == "A").sum())), qids),
                                   _per_question(by_q.count().astype(float), qids))
         if comp.both_orders:
-            ok = r[~r["failed"] & ~r["identical"]].groupby("qid")["winner_side"]
+            ok = r[~r["failed"] & ~r["identical"]].groupby("qid")["winner_model"]
             judged = ok.count() == 2
             consistent = (ok.nunique() == 1) & judged
             row["consistent_pairs"] = int(consistent.sum())
@@ -248,8 +248,8 @@ def summarize(comp: Comparison, alpha: float = ALPHA, *, seed: int = 0, n_boot: 
     if len(comp.judges) > 1:
         parts["judge_agreement"] = agree_part
     if not comp.both_orders:  # one order: the shown-first model is the same for every judge
-        first = res.drop_duplicates("qid").set_index("qid")["position_a"].reindex(majority.index)
-        shown_first_side = np.where(first == "A", "a", "b")
+        first = res.drop_duplicates("qid").set_index("qid")["a_shown_first"].reindex(majority.index)
+        shown_first_side = np.where(first.astype(bool), "a", "b")
         decisive = majority.isin(["a", "b"]) & ~pairs.set_index("qid")["identical"].reindex(majority.index)
         first_won = (majority == shown_first_side) & decisive
         first_votes = (int(first_won.sum()), int(decisive.sum()))

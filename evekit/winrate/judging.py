@@ -7,6 +7,11 @@ verdicts about positions A/B back into verdicts about the two models.
 Vocabulary: "a" and "b" are the two models of a comparison (model_a and model_b); "A" and "B"
 are the two *positions* in the judge's prompt. Each question's position is random but fixed by
 (seed, question), so reruns hit the cache and give the same numbers.
+
+The columns of `results.csv` keep the two apart: `shown_first` / `shown_second` name the model
+shown in position A / B (`a_shown_first`: model_a's answer was the first), `judge_said` is the judge's answer about positions ("A", "B" or "tie", as
+shown), `winner` names the winning model (or "tie") and `winner_model` says which column holds it
+("model_a", "model_b" or "tie").
 """
 from __future__ import annotations
 
@@ -21,13 +26,17 @@ from evekit.winrate.analysis import summarize
 from evekit.winrate.config import ALPHA, WinRateConfig
 from evekit.winrate.matching import Comparison, normalize_ws
 
-__all__ = ["RESULT_COLUMNS", "a_shown_first", "make_panel", "judge_comparison", "run_judges", "judge_outcomes"]
+__all__ = ["RESULT_COLUMNS", "ROLE", "SIDE", "a_shown_first", "make_panel", "judge_comparison", "run_judges", "judge_outcomes"]
 
 RESULT_COLUMNS = [
     "comparison", "judge", "judge_model", "qid", "order", "question", "target", "model_a", "model_b",
-    "answer_a", "answer_b", "doc_id_a", "doc_id_b", "position_a", "position_b", "shown_first", "verdict",
-    "winner", "winner_side", "rationale", "raw", "method", "error", "failed", "identical",
+    "answer_a", "answer_b", "doc_id_a", "doc_id_b", "shown_first", "shown_second", "a_shown_first", "judge_said",
+    "winner", "winner_model", "rationale", "raw", "method", "error", "failed", "identical",
 ]
+
+# The model's role ("a"/"b", internal) <-> the `winner_model` column ("model_a"/"model_b").
+ROLE = {"a": "model_a", "b": "model_b", "tie": "tie", None: None}
+SIDE = {v: k for k, v in ROLE.items()}
 
 
 def _stable_hash(text: str) -> int:
@@ -56,8 +65,9 @@ def _decisions(comp: Comparison, seed: int, both_orders: bool) -> list[dict[str,
                 "qid": p.qid, "order": order, "question": p.question, "target": p.target,
                 "model_a": comp.name_a, "model_b": comp.name_b, "answer_a": p.answer_a, "answer_b": p.answer_b,
                 "doc_id_a": p.doc_id_a, "doc_id_b": p.doc_id_b,
-                "position_a": "A" if first_side == "a" else "B", "position_b": "B" if first_side == "a" else "A",
-                "shown_first": comp.name_a if first_side == "a" else comp.name_b, "identical": bool(p.identical),
+                "shown_first": comp.name_a if first_side == "a" else comp.name_b,
+                "shown_second": comp.name_b if first_side == "a" else comp.name_a,
+                "a_shown_first": first_side == "a", "identical": bool(p.identical),
                 "_first_side": first_side,
                 "_case": None if p.identical else PairCase(p.question, p.target, first, second, p.context),
             })
@@ -92,15 +102,16 @@ def judge_comparison(comp: Comparison, panel: JudgePanel, *, seed: int, both_ord
             row = {k: v for k, v in d.items() if not k.startswith("_")}
             row.update(comparison=comp.label, judge=judge.name, judge_model=judge.model)
             if d["identical"]:
-                row.update(verdict="tie", winner_side="tie", method="identical", raw=None, error=None,
+                row.update(judge_said="tie", winner_model="tie", method="identical", raw=None, error=None,
                            rationale="identical answers (after whitespace normalisation): a tie without a judge call")
             else:
                 verdict, rationale, raw, method, error = next(asked)
                 first, other = d["_first_side"], "b" if d["_first_side"] == "a" else "a"
                 side = {"A": first, "B": other, "tie": "tie", None: None}[verdict]
-                row.update(verdict=verdict, winner_side=side, rationale=rationale, raw=raw, method=method, error=error)
-            row["winner"] = names[row["winner_side"]]
-            row["failed"] = row["verdict"] is None
+                row.update(judge_said=verdict, winner_model=ROLE[side], rationale=rationale, raw=raw,
+                           method=method, error=error)
+            row["winner"] = names[SIDE[row["winner_model"]]]
+            row["failed"] = row["judge_said"] is None
             rows.append(row)
     comp.results = pd.DataFrame(rows, columns=RESULT_COLUMNS)
     comp.judges = panel.names
@@ -138,7 +149,8 @@ def judge_outcomes(results: pd.DataFrame, judges: Sequence[str], index: Any = No
     if results.empty:
         return pd.DataFrame(index=pd.Index(index if index is not None else [], name="qid"),
                             columns=list(judges), dtype=object)
-    out = results.groupby(["qid", "judge"], sort=True)["winner_side"].agg(_combine_orders).unstack("judge")
+    sides = results.assign(_side=results["winner_model"].map(SIDE))
+    out = sides.groupby(["qid", "judge"], sort=True)["_side"].agg(_combine_orders).unstack("judge")
     out = out.reindex(columns=list(judges))
     if index is not None:
         out = out.reindex(pd.Index(index, name="qid"))

@@ -59,7 +59,10 @@ class WinRateRun:
     def judge(self) -> pd.DataFrame:
         """Ask every judge about every pair of every comparison; returns the usage per judge."""
         self.usage = run_judges(self._loaded(), self.config, self.clients)
-        return pd.DataFrame(self.usage).T
+        table = pd.DataFrame.from_dict(self.usage, orient="index")
+        counts = [c for c in table.columns if c != "seconds"]
+        table[counts] = table[counts].fillna(0).astype(int)  # counts as counts (26, not 26.0)
+        return table
 
     def summary_table(self) -> None:
         """Per comparison: a heading, the verdict paragraph and the summary for reading."""

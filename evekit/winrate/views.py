@@ -129,7 +129,7 @@ def sample_rationales(comparisons: Sequence[Comparison], n: int = 5, seed: int =
     for c in comparisons:
         r = c.results[~c.results["identical"]]
         parts.append(r.sample(min(n, len(r)), random_state=seed) if len(r) else r)
-    cols = ["comparison", "judge", "question", "shown_first", "verdict", "winner", "rationale", "error"]
+    cols = ["comparison", "judge", "question", "shown_first", "judge_said", "winner", "rationale", "error"]
     return pd.concat(parts, ignore_index=True)[cols] if parts else pd.DataFrame(columns=cols)
 
 
