@@ -49,7 +49,8 @@ def _run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, terminate)
     try:
         return run_batch(args.params, serve=args.serve, output_dir=args.output_dir,
-                         html=not args.no_html, notebooks_dir=args.notebooks_dir)
+                         html=not args.no_html, notebooks_dir=args.notebooks_dir,
+                         progress_every=args.progress_every)
     except KeyboardInterrupt:
         print("evekit run: interrupted; the embedded server (if any) was stopped", file=sys.stderr)
         return 130
@@ -90,6 +91,8 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--output-dir", default=None, help="override output_dir of every run")
     run.add_argument("--notebooks-dir", default=None, help="where the notebooks are (default: the repo's)")
     run.add_argument("--no-html", action="store_true", help="skip the HTML reports")
+    run.add_argument("--progress-every", type=float, default=30.0, metavar="SECONDS",
+                     help="seconds between the progress lines of a running notebook (0: none; default 30)")
     run.set_defaults(func=_run)
 
     prep = sub.add_parser("prepare", help="download datasets while online for later offline=True runs",
