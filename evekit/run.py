@@ -199,8 +199,8 @@ class TaskRun:
         if self.all_failed:
             first = next((e for e in self.samples["error"] if e), "")
             note = (f"Every call failed after its retries ({len(self.samples)} of {len(self.samples)} items): "
-                    f"no metric has a value. First error: {first}")
-            print(f"Note: {note}")
+                    "no metric has a value (see show_failures() and the `error` column of samples.csv).")
+            print(f"Note: {note}\nFirst error: {first}")
             self.notes.append(note)
         return self.counts()
 
