@@ -633,7 +633,7 @@ def score_samples(task: Task | str, items: Sequence[Item], results: Sequence[Gen
     rows: list[dict[str, Any]] = []
     for item, res in zip(items, results):
         row: dict[str, Any] = {"doc_id": item.doc_id, "doc.Question": item.question, "target": item.target,
-                               **item_columns(task, item)}
+                               **context_columns(task, item)}
         if GROUP_COLUMN in item.fields:
             row[GROUP_COLUMN] = item.fields[GROUP_COLUMN]
         raw = res.raw if res.raw is not None else res.text
@@ -661,6 +661,7 @@ def score_samples(task: Task | str, items: Sequence[Item], results: Sequence[Gen
             "finish_reason": None if res.failed else res.finish_reason,
             "completion_tokens": None if res.failed else int(res.completion_tokens or 0),
             "truncated": bool(not res.failed and res.finish_reason == TRUNCATED_REASON),
+            **item_columns(task, item, documents=False),  # after the answer: lm-eval readers expect it 4th
         })
         row.update(scores)
         rows.append(row)
@@ -798,7 +799,7 @@ def context_columns(task: Task, item: Item) -> dict[str, str]:
     return {}
 
 
-def item_columns(task: Task, item: Item) -> dict[str, str]:
+def item_columns(task: Task, item: Item, *, documents: bool = True) -> dict[str, str]:
     """The parts of an item a reader of samples.csv needs next to the answer: the options of a
     multiple-choice item (`doc.Choices`, "A. text | B. text | ..."), the answer under test of a
     hallucination item (`doc.Answer`) and the context documents (`context_columns`)."""
@@ -808,7 +809,7 @@ def item_columns(task: Task, item: Item) -> dict[str, str]:
         out["doc.Choices"] = CHOICES_SEPARATOR.join(f"{lab}. {text}" for lab, text in zip(f["labels"], f["choices"]))
     if "is_hallucinated" in f and "answer" in f:
         out["doc.Answer"] = f["answer"]
-    return {**out, **context_columns(task, item)}
+    return {**out, **(context_columns(task, item) if documents else {})}
 
 
 def judge_case_fields(task: Task | str, item: Item, response: str) -> dict[str, Any]:
