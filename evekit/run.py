@@ -47,14 +47,38 @@ def _shown(table: pd.DataFrame) -> pd.DataFrame:
     return table.astype(object).where(table.notna(), MISSING)
 
 
-def _full_text(table: pd.DataFrame, caption: str | None = None) -> Any:
-    """A table whose text is shown in full, wrapped (never cut with "..."), in the notebook and in
-    the HTML report made from it: a pandas Styler, missing values as `MISSING`."""
-    styler = (_shown(table).style.hide(axis="index")
-              .format(lambda v: f"{v:.4g}" if isinstance(v, float) else str(v))
-              .set_properties(**{"white-space": "pre-wrap", "word-break": "break-word",
-                                 "text-align": "left", "vertical-align": "top", "max-width": "40em"}))
-    return styler.set_caption(caption) if caption else styler
+class FullText:
+    """A table whose text is shown in full, wrapped, never cut with "..." (in the notebook and in the
+    HTML report made from it); missing values spelled `MISSING`. `data` is the DataFrame."""
+
+    STYLE = {"white-space": "pre-wrap", "word-break": "break-word", "text-align": "left",
+             "vertical-align": "top", "max-width": "40em"}
+
+    def __init__(self, table: pd.DataFrame, caption: str | None = None) -> None:
+        self.data = table
+        self.caption = caption
+
+    def styler(self) -> Any:
+        styler = (_shown(self.data).style.hide(axis="index")
+                  .format(lambda v: f"{v:.4g}" if isinstance(v, float) else str(v))
+                  .set_properties(**self.STYLE))
+        return styler.set_caption(self.caption) if self.caption else styler
+
+    def to_html(self) -> str:
+        return self.styler().to_html()
+
+    def _repr_html_(self) -> str:
+        return self.to_html()
+
+    def __repr__(self) -> str:  # plain text: every cell in full too
+        return _shown(self.data).to_string(index=False, max_colwidth=None)
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+
+def _full_text(table: pd.DataFrame, caption: str | None = None) -> FullText:
+    return FullText(table, caption)
 
 
 def _plain(value: Any) -> Any:
@@ -456,7 +480,7 @@ class TaskRun:
         failing = answered[unparsed | (values < 1.0)]
         return failing.sort_values(key, kind="stable", na_position="first")
 
-    def worst(self, n: int = 5) -> Any:
+    def worst(self, n: int = 5) -> FullText | None:
         """The failing items (`failing`), to read rather than to count: question, target, the answer
         in full, what was parsed, the per-item score, whether the answer was cut off at max_tokens
         and, for judged tasks, each judge's rationale. None (and a sentence) when nothing failed."""

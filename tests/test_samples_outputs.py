@@ -125,9 +125,9 @@ def test_worst_lists_only_failing_items_in_full(tmp_path, monkeypatch, capsys):
     run, _ = _letter_run(monkeypatch, tmp_path)
     run.load()
     run.generate()
-    table = run.worst(5).data  # a Styler: text wrapped, never cut
+    table = run.worst(5).data  # shown in full and wrapped (FullText); .data is the DataFrame
     assert table["doc_id"].tolist() == [1, 2]  # unparsed and wrong; the right answers are not listed
-    assert table.set_index("doc_id").loc[1, "truncated"] is True
+    assert table.set_index("doc_id")["truncated"].tolist() == [True, False]
     assert "2 failing item(s)" in capsys.readouterr().out
     assert run.worst(1).data["doc_id"].tolist() == [1]
     assert "showing 1 of 2 failing items" in capsys.readouterr().out
@@ -255,3 +255,14 @@ def test_a_configuration_error_still_stops_at_once(tmp_path):
         with pytest.raises(EndpointError):
             run.generate()
     assert run.samples is None
+
+
+def test_worst_as_plain_text_keeps_every_character(tmp_path, monkeypatch):
+    run, client = _letter_run(monkeypatch, tmp_path)
+    long = "because " * 60 + "the end"
+    client.respond = lambda req: long
+    run.load()
+    run.generate()
+    shown = run.worst(1)
+    assert long in repr(shown) and long in shown.to_html()
+    assert "Styler" not in repr(shown)
