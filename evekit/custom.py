@@ -190,8 +190,11 @@ class CustomTask(T.Task):
         """Prefix, shots in the few-shot template with their answers, the item with an empty answer."""
         blocks = [self.prompt_prefix.format_map(self.values(item))] if self.prompt_prefix else []
         blocks += [self.prompt_template.format_map(self.values(s, self.shot_answer(s))) for s in shots]
-        blocks.append(self.prompt_template.format_map(self.values(item)).rstrip())
+        blocks.append(self.completion_item(item))
         return "\n\n".join(blocks)
+
+    def completion_item(self, item: Item) -> str:
+        return self.prompt_template.format_map(self.values(item)).rstrip()
 
 
 def _or_list(words: Sequence[str]) -> str:

@@ -55,12 +55,14 @@ def build_results(*, task: str, model: str, samples: pd.DataFrame, metrics: dict
                   notes: list[str] | None = None) -> dict[str, Any]:
     n_unparsed = int(samples["unparsed"].fillna(False).astype(bool).sum()) if "unparsed" in samples else 0
     n_failed = int(samples["failed"].fillna(False).astype(bool).sum()) if "failed" in samples else 0
+    n_truncated = int(samples["truncated"].fillna(False).astype(bool).sum()) if "truncated" in samples else 0
     results = {
         "task": task,
         "model": model,
         "n": int(len(samples)),
         "n_unparsed": n_unparsed,
         "n_failed": n_failed,
+        "n_truncated": n_truncated,  # answers cut off at max_tokens (finish_reason "length")
         "metrics": metrics,
         "usage": usage,
         "params": public_params(params),
@@ -258,12 +260,27 @@ def find_run_records(root: Path, *, execution: str | None = None) -> tuple[list[
     return records, unreadable
 
 
+MODEL_OUTPUTS = "model_outputs.jsonl"
+
+
+def write_model_outputs(path: Path, outputs: list[dict[str, Any]]) -> Path:
+    """One JSON object per line and item (`doc_id` first): what was sent and what came back."""
+    path = Path(path)
+    with open(path, "w", encoding="utf-8") as f:
+        for record in outputs:
+            f.write(json.dumps(json_safe(record), ensure_ascii=False, default=str) + "\n")
+    return path
+
+
 def write_run(out_dir: Path, samples: pd.DataFrame, results: dict[str, Any], *, dataset: str,
-              figures: dict[str, Any] | None = None) -> Path:
-    """Write samples.csv, results.json, results.eee.jsonl, the figures and run.json into `out_dir`."""
+              figures: dict[str, Any] | None = None, outputs: list[dict[str, Any]] | None = None) -> Path:
+    """Write samples.csv, results.json, results.eee.jsonl, model_outputs.jsonl (when `outputs` is
+    given: one record per item, `write_model_outputs`), the figures and run.json into `out_dir`."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     samples.to_csv(out_dir / "samples.csv", index=False)
+    if outputs is not None:
+        write_model_outputs(out_dir / MODEL_OUTPUTS, outputs)
     (out_dir / "results.json").write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n")
     with open(out_dir / "results.eee.jsonl", "w") as f:
         f.write(json.dumps(to_eee(results, dataset=dataset), ensure_ascii=False) + "\n")
@@ -274,7 +291,8 @@ def write_run(out_dir: Path, samples: pd.DataFrame, results: dict[str, Any], *, 
     # A custom task runs in notebooks/custom_task.ipynb; an EVE task in the notebook of its name.
     write_run_record(out_dir, kind="task", notebook="custom_task" if params.get("task_file") else results["task"],
                      run_name=str(params.get("run_name", out_dir.parent.parent.name)),
-                     files=["samples.csv", "results.json", "results.eee.jsonl", *figures],
+                     files=["samples.csv", "results.json", "results.eee.jsonl",
+                            *([MODEL_OUTPUTS] if outputs is not None else []), *figures],
                      task=results["task"], model=results["model"])
     return out_dir
 

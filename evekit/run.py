@@ -10,8 +10,11 @@ Each method is one sentence of the notebook's story::
     run.metrics_table()                      # metrics with 95% CIs, next to chance and the best constant answer
     run.plots()                              # figures, also saved as PNG
     run.by_group()                           # every metric per value of `group_by` (if set)
-    run.worst(5)                             # items to read
-    run.save()                               # samples.csv, results.json, results.eee.jsonl
+    run.worst(5)                             # failing items to read, in full
+    run.save()                               # samples.csv, model_outputs.jsonl, results.json, results.eee.jsonl
+
+A run whose every call failed (after its retries) still goes through every step and saves its
+files: every item counted as failed, no metric value, plots skipped with the reason printed.
 """
 from __future__ import annotations
 
@@ -30,11 +33,59 @@ from evekit.types import Usage
 RULE_METHOD = "rule"
 RULE_REASON = "unparsed answer: FAIL by rule (not sent to the judges)"
 GROUP_PLOT = "by_group.png"
+# How the tables a user reads show a value that does not apply or is missing (never None / NaN).
+MISSING = "–"
 
 TINY_MODEL_NOTE = (
     "The embedded demo model (SmolLM2-135M-Instruct, 4-bit) is tiny: its scores show that the "
     "pipeline works, they are not a finding about any model."
 )
+
+
+def _shown(table: pd.DataFrame) -> pd.DataFrame:
+    """`table` as a user reads it: every missing value (None, NaN, pd.NA) spelled `MISSING`."""
+    return table.astype(object).where(table.notna(), MISSING)
+
+
+class FullText:
+    """A table whose text is shown in full, wrapped, never cut with "..." (in the notebook and in the
+    HTML report made from it); missing values spelled `MISSING`. `data` is the DataFrame."""
+
+    STYLE = {"white-space": "pre-wrap", "word-break": "break-word", "text-align": "left",
+             "vertical-align": "top", "max-width": "40em"}
+
+    def __init__(self, table: pd.DataFrame, caption: str | None = None) -> None:
+        self.data = table
+        self.caption = caption
+
+    def styler(self) -> Any:
+        styler = (_shown(self.data).style.hide(axis="index")
+                  .format(lambda v: f"{v:.4g}" if isinstance(v, float) else str(v))
+                  .set_properties(**self.STYLE))
+        return styler.set_caption(self.caption) if self.caption else styler
+
+    def to_html(self) -> str:
+        return self.styler().to_html()
+
+    def _repr_html_(self) -> str:
+        return self.to_html()
+
+    def __repr__(self) -> str:  # plain text: every cell in full too
+        return _shown(self.data).to_string(index=False, max_colwidth=None)
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+
+def _full_text(table: pd.DataFrame, caption: str | None = None) -> FullText:
+    return FullText(table, caption)
+
+
+def _plain(value: Any) -> Any:
+    """A samples cell as a JSON value: NaN / pd.NA -> None, numpy scalars -> Python."""
+    if value is None or (not isinstance(value, (list, tuple, dict, str)) and pd.isna(value)):
+        return None
+    return value.item() if hasattr(value, "item") else value
 
 
 class TaskRun:
@@ -48,6 +99,7 @@ class TaskRun:
         self.task = task or tasks.get_task(config.task)
         self.items: list[Any] = []
         self.requests: list[Any] = []
+        self.results: list[Any] = []  # GenerationResult per item, aligned with items and requests
         self.samples: pd.DataFrame | None = None
         self.judge_names: list[str] = []
         self.metrics: dict[str, dict] = {}
@@ -166,8 +218,21 @@ class TaskRun:
         client = self._client(c.model_name, c.base_url, c.api_key_env, c.model_name)
         results = client.generate(self.requests, desc=f"{c.task} · {c.model_name}")
         self.usage = client.usage
+        self.results = list(results)
         self.samples = tasks.score_samples(self.task, self.items, results)
+        if self.all_failed:
+            first = next((e for e in self.samples["error"] if e), "")
+            note = (f"Every call failed after its retries ({len(self.samples)} of {len(self.samples)} items): "
+                    "no metric has a value (see show_failures() and the `error` column of samples.csv).")
+            print(f"Note: {note}\nFirst error: {first}")
+            self.notes.append(note)
         return self.counts()
+
+    @property
+    def all_failed(self) -> bool:
+        """Items were run and not one call succeeded (infrastructure failures after retries)."""
+        s = self.samples
+        return s is not None and len(s) > 0 and bool(s["failed"].astype(bool).all())
 
     def counts(self) -> pd.DataFrame:
         s = self.samples
@@ -177,10 +242,11 @@ class TaskRun:
             "answered": int((~s["failed"]).sum()),
             "unparsed (scored wrong)": int(s["unparsed"].sum()),
             "failed (excluded)": int(s["failed"].sum()),
-            "from cache": self.usage.cache_hits,
-            "requests sent": self.usage.requests,
+            "truncated at max_tokens": int(s["truncated"].astype(bool).sum()) if "truncated" in s else 0,
+            "from cache": int(self.usage.cache_hits),
+            "requests sent": int(self.usage.requests),
         }
-        return pd.DataFrame({"count": counts})
+        return pd.DataFrame({"count": pd.Series(counts, dtype="int64")})
 
     # -- judge --------------------------------------------------------------------------------
     def judge(self) -> pd.DataFrame | None:
@@ -196,6 +262,9 @@ class TaskRun:
             print(self.notes[-1])
             return None
         assert self.samples is not None, "run generate() first"
+        if self.answered.empty:
+            print("No answered items (every call failed): nothing to judge.")
+            return None
         c = self.config
         panel = judging.JudgePanel(specs, self.task.judge_kind, concurrency=c.concurrency, timeout=c.timeout,
                                    max_retries=c.max_retries, cache_dir=c.cache_path, offline=c.offline)
@@ -345,8 +414,10 @@ class TaskRun:
                     self.notes.append(note)
         table = pd.DataFrame.from_dict(rows, orient="index")
         table.index.name = "metric"
+        if "n" in table:
+            table["n"] = table["n"].astype("Int64")  # a count, never 26.0
         # "–" where a number does not apply (the method column says why), never a bare NaN.
-        return table.round(4).astype(object).where(table.notna(), "–")
+        return _shown(table.round(4))
 
     # -- groups -------------------------------------------------------------------------------
     def by_group(self) -> pd.DataFrame | None:
@@ -362,7 +433,7 @@ class TaskRun:
         self.figures[GROUP_PLOT] = plots.group_breakdown(
             self.group_table, headline, group_by=self.config.group_by, title=title,
             overall=self.metrics.get(headline, {}).get("value"))
-        return self.group_table.round(4)
+        return _shown(self.group_table.round(4))
 
     def _group_extra(self) -> dict[str, Any] | None:
         if not self.config.group_by:
@@ -385,19 +456,52 @@ class TaskRun:
             ("unparsed answers (scored wrong)", s["unparsed"], ["doc_id", "filtered_resps", "unparsed_reason"]),
             ("failed calls (excluded from the metrics)", s["failed"], ["doc_id", "error"]),
         ):
-            print(f"{int(mask.sum())} {label}" + (":" if mask.any() else ""))
-            if mask.any():
-                display(s.loc[mask, cols].head(n))
+            total = int(mask.sum())
+            shown = min(n, total)
+            print(f"{total} {label}" + (f" (showing {shown} of {total}):" if shown < total else
+                                         ":" if total else ""))
+            if total:
+                display(_full_text(s.loc[mask.astype(bool), cols].head(n)))
 
-    def worst(self, n: int = 5) -> pd.DataFrame:
-        """The items the model did worst on (by the headline metric), to read rather than to count."""
+    def failing(self) -> pd.DataFrame:
+        """Answered items the model failed, worst first: the headline metric's per-item value below
+        its maximum (1: a 0 of a 0/1 metric, judge_voting 0 for judged tasks; a corpus headline
+        such as f1 uses the per-item `acc`), and every unparsed answer."""
+        s = self.samples
+        assert s is not None, "run generate() first"
+        answered = self.answered
+        key = tasks.metric_column(self.headline, self.judge_names)
+        if key not in s.columns:
+            key = "acc" if "acc" in s.columns else None
+        unparsed = answered["unparsed"].astype(bool)
+        if key is None:
+            return answered[unparsed]
+        values = pd.to_numeric(answered[key], errors="coerce")
+        failing = answered[unparsed | (values < 1.0)]
+        return failing.sort_values(key, kind="stable", na_position="first")
+
+    def worst(self, n: int = 5) -> FullText | None:
+        """The failing items (`failing`), to read rather than to count: question, target, the answer
+        in full, what was parsed, the per-item score, whether the answer was cut off at max_tokens
+        and, for judged tasks, each judge's rationale. None (and a sentence) when nothing failed."""
         s = self.samples
         assert s is not None
+        if self.answered.empty:
+            print("No answered items: every call failed (see show_failures()).")
+            return None
+        failing = self.failing()
+        if failing.empty:
+            print(f"No failing items: every one of the {len(self.answered)} answered items got the top score.")
+            return None
         key = tasks.metric_column(self.headline, self.judge_names)
         shown = ["doc_id", "doc.Question", "target", "filtered_resps"]
-        extra = [c for c in ("parsed", "unparsed_reason", key) if c in s.columns and c not in shown]
-        ranked = self.answered.sort_values(key, kind="stable") if key in s.columns else s
-        return ranked[shown + extra].head(n)
+        extra = [c for c in ("doc.Choices", "doc.Answer", "parsed", "unparsed_reason", key, "acc", "truncated")
+                 if c in s.columns and c not in shown]
+        extra += [f"judge_{j}_reasoning" for j in self.judge_names if f"judge_{j}_reasoning" in s.columns]
+        total, k = len(failing), min(n, len(failing))
+        caption = (f"showing {k} of {total} failing items" if k < total else f"{total} failing item(s)")
+        print(caption)
+        return _full_text(failing[shown + list(dict.fromkeys(extra))].head(n), caption)
 
     @property
     def headline(self) -> str:
@@ -410,6 +514,10 @@ class TaskRun:
         s = self.samples
         assert s is not None
         figs: dict[str, Any] = {}
+        if self.answered.empty:
+            print("Plots skipped: no answered items (every call failed), nothing to draw.")
+            self.figures = figs
+            return figs
         title = f"{self.config.task} · {self.config.model_name}"
         for spec in self.task.plots:
             if not (spec.without_judges and self.judge_names):
@@ -468,7 +576,42 @@ class TaskRun:
             usage=usage, params=params, notes=self.notes + [TINY_MODEL_NOTE] if self.is_demo_model else self.notes,
             extra=extra,
         )
-        out = report.write_run(c.out_dir, self.samples, results, dataset=self.dataset, figures=self.figures)
+        out = report.write_run(c.out_dir, self.samples, results, dataset=self.dataset, figures=self.figures,
+                               outputs=self.model_outputs())
         print(f"Saved outputs to {report.display_path(out)}")
+        return out
+
+    def model_outputs(self) -> list[dict[str, Any]]:
+        """One record per item for model_outputs.jsonl: the exact messages (chat) or prompt
+        (completions) sent, few-shot examples included; the item's own prompt without them; the
+        raw response, the parsed answer, finish_reason, completion_tokens, logprobs (null: evekit
+        does not request them) and the item's own fields."""
+        s = self.samples
+        assert s is not None, "run generate() first"
+        api = self.config.api
+        out = []
+        for i, (item, request) in enumerate(zip(self.items, self.requests)):
+            row = s.iloc[i]
+            res = self.results[i] if i < len(self.results) else None
+            sent = ({"messages": [dict(m) for m in request.messages]} if request.messages is not None
+                    else {"prompt": request.prompt})
+            out.append({
+                "doc_id": item.doc_id,
+                "api": request.api,
+                **sent,
+                "item_prompt": self.task.item_prompt(item, api),
+                "response": _plain(row.get("response")),
+                "filtered_resps": _plain(row.get("filtered_resps")),
+                "parsed": _plain(row.get("parsed")),
+                "unparsed_reason": _plain(row.get("unparsed_reason")),
+                "failed": bool(row.get("failed")),
+                "error": _plain(row.get("error")),
+                "finish_reason": _plain(row.get("finish_reason")),
+                "truncated": bool(row.get("truncated")),
+                "completion_tokens": _plain(row.get("completion_tokens")),
+                "logprobs": getattr(res, "logprobs", None),
+                # The dataset's own fields (no file path: it would be machine-specific).
+                "item": {"question": item.question, "target": item.target, "row": item.row, **item.fields},
+            })
         return out
 

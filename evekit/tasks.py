@@ -70,7 +70,12 @@ REFUSAL_ANSWER = ("I'm sorry, but the provided context does not contain enough i
 
 # Columns every samples DataFrame starts with (then the per-sample metrics, then extras).
 SAMPLE_COLUMNS = ["doc_id", "doc.Question", "target", "filtered_resps", "response", "reasoning", "parsed",
-                  "unparsed", "unparsed_reason", "failed", "error"]
+                  "unparsed", "unparsed_reason", "failed", "error", "finish_reason", "completion_tokens",
+                  "truncated"]
+# How a multiple-choice item's options read in samples.csv (`doc.Choices`): "A. text | B. text | ...".
+CHOICES_SEPARATOR = " | "
+# The finish_reason of an answer cut off at max_tokens (OpenAI-compatible servers).
+TRUNCATED_REASON = "length"
 
 
 class Parsed(NamedTuple):
@@ -151,8 +156,19 @@ class Task:
         """Plain text: description, shots with their answers, then the item ending in `Answer:`."""
         blocks = [self.description]
         blocks += [f"{self.render(s)}\n{self.answer_prefix} {self.shot_answer(s)}" for s in shots]
-        blocks.append(f"{self.render(item)}\n{self.answer_prefix}")
+        blocks.append(self.completion_item(item))
         return "\n\n".join(blocks)
+
+    def completion_item(self, item: Item) -> str:
+        """The item's own block of a completions prompt (no description, no shots)."""
+        return f"{self.render(item)}\n{self.answer_prefix}"
+
+    def item_prompt(self, item: Item, api: Api = "chat") -> str:
+        """What the model is asked about this item alone, without the few-shot examples: the last
+        user message (chat) or the item's block of the prompt (completions)."""
+        if api == "chat":
+            return self.chat_messages(item)[-1]["content"]
+        return self.completion_item(item)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -641,12 +657,18 @@ def score_samples(task: Task | str, items: Sequence[Item], results: Sequence[Gen
             "unparsed_reason": None if parsed is None else parsed.reason,
             "failed": bool(res.failed),
             "error": res.error,
+            # How the generation ended: "length" = cut off at max_tokens (`truncated`); none for a failed call.
+            "finish_reason": None if res.failed else res.finish_reason,
+            "completion_tokens": None if res.failed else int(res.completion_tokens or 0),
+            "truncated": bool(not res.failed and res.finish_reason == TRUNCATED_REASON),
+            **item_columns(task, item, documents=False),  # after the answer: lm-eval readers expect it 4th
         })
         row.update(scores)
         rows.append(row)
     df = pd.DataFrame(rows)
     if df.empty:
         df = pd.DataFrame(columns=SAMPLE_COLUMNS)
+    df["completion_tokens"] = df["completion_tokens"].astype("Int64")  # whole numbers; empty when failed
     notes = M.metric_notes(task.metrics, judged=task.judge_kind is not None)
     if "cosine" in task.metrics and not df.empty:
         want = embeddings if embeddings is not None else "cosine" not in notes
@@ -775,6 +797,19 @@ def context_columns(task: Task, item: Item) -> dict[str, str]:
     if task.doc_columns == "Doc {n}":
         return {f"doc.Doc {i}": docs[i - 1] if i <= len(docs) else "" for i in range(1, 4)}
     return {}
+
+
+def item_columns(task: Task, item: Item, *, documents: bool = True) -> dict[str, str]:
+    """The parts of an item a reader of samples.csv needs next to the answer: the options of a
+    multiple-choice item (`doc.Choices`, "A. text | B. text | ..."), the answer under test of a
+    hallucination item (`doc.Answer`) and the context documents (`context_columns`)."""
+    f = item.fields
+    out: dict[str, str] = {}
+    if f.get("choices") and f.get("labels"):
+        out["doc.Choices"] = CHOICES_SEPARATOR.join(f"{lab}. {text}" for lab, text in zip(f["labels"], f["choices"]))
+    if "is_hallucinated" in f and "answer" in f:
+        out["doc.Answer"] = f["answer"]
+    return {**out, **(context_columns(task, item) if documents else {})}
 
 
 def judge_case_fields(task: Task | str, item: Item, response: str) -> dict[str, Any]:

@@ -178,9 +178,13 @@ def build(task: str, spec: dict, *, intro: str | None = None, params: str | None
         new_markdown_cell("## By group\nEvery metric per value of the `group_by` column, with its interval "
                           "and n (set `group_by` to a column of the dataset, e.g. `\"topic\"`)."),
         code("run.by_group()"),
-        new_markdown_cell("## Worst items\nRead these before trusting the number."),
+        new_markdown_cell("## Worst items\nRead these before trusting the number: only the items the model "
+                          "failed (unparsed, or below the top score), each in full, with whether the answer "
+                          "was cut off at `max_tokens` and the judges' rationales."),
         code("run.worst(5)"),
-        new_markdown_cell("## Save\n`samples.csv`, `results.json`, `results.eee.jsonl` and the plots."),
+        new_markdown_cell("## Save\n`samples.csv` (one row per item), `model_outputs.jsonl` (per item the "
+                          "exact prompt sent and the raw answer), `results.json`, `results.eee.jsonl` and "
+                          "the plots. A run whose every call failed saves them too."),
         code("out_dir = run.save()"),
     ]
     nb = new_notebook(cells=cells)

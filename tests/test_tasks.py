@@ -204,7 +204,7 @@ def test_score_single_answer():
     task = get_task("mcqa_single_answer")
     items = items_for("mcqa_single_answer", 5)  # gold A B C D A
     df = T.score_samples(task, items, results("A", "<think>hmm, C?</think>B", "F", "ERROR:HTTP 500", "A, C"))
-    assert list(df.columns) == SAMPLE_COLUMNS + ["acc"]
+    assert list(df.columns) == SAMPLE_COLUMNS + ["doc.Choices", "acc"]  # the options after the answer
     assert df["acc"].tolist()[:3] == [1.0, 1.0, 0.0] and math.isnan(df["acc"][3]) and df["acc"][4] == 0.0
     assert df["reasoning"][1] == "hmm, C?" and df["filtered_resps"][1] == "B"
     assert df["response"][1] == "<think>hmm, C?</think>B"
