@@ -27,6 +27,7 @@ import pandas as pd
 from evekit import plots, report, tasks
 from evekit.client import ModelClient
 from evekit.params import RunConfig, resolve_path
+from evekit.server import DEMO_MODEL_NOTE, is_demo_model
 from evekit.types import Usage
 
 # How an answer the model gave in an unusable form is judged: not sent to the judges, FAIL by rule.
@@ -36,10 +37,7 @@ GROUP_PLOT = "by_group.png"
 # How the tables a user reads show a value that does not apply or is missing (never None / NaN).
 MISSING = "–"
 
-TINY_MODEL_NOTE = (
-    "The embedded demo model (SmolLM2-135M-Instruct, 4-bit) is tiny: its scores show that the "
-    "pipeline works, they are not a finding about any model."
-)
+TINY_MODEL_NOTE = DEMO_MODEL_NOTE  # the one wording, in evekit.server
 
 
 def _shown(table: pd.DataFrame) -> pd.DataFrame:
@@ -59,7 +57,9 @@ class FullText:
         self.caption = caption
 
     def styler(self) -> Any:
-        styler = (_shown(self.data).style.hide(axis="index")
+        # A fixed uuid: the HTML (and so nbval's comparison of the committed notebooks) is the same
+        # on every run, instead of pandas' random element ids.
+        styler = (_shown(self.data).style.set_uuid("evekit").hide(axis="index")
                   .format(lambda v: f"{v:.4g}" if isinstance(v, float) else str(v))
                   .set_properties(**self.STYLE))
         return styler.set_caption(self.caption) if self.caption else styler
@@ -124,7 +124,7 @@ class TaskRun:
     @property
     def is_demo_model(self) -> bool:
         """The tiny embedded model: its reports carry a note that its scores are no finding."""
-        return "smollm2" in self.config.model_name.lower()
+        return is_demo_model(self.config.model_name)
 
     @property
     def answered(self) -> pd.DataFrame:
