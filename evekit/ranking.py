@@ -251,7 +251,7 @@ def assign_ranks(ci_low: Any, ci_high: Any) -> np.ndarray:
 
 
 def _fit_group(df: pd.DataFrame, judge: str, baseline: str | None, n_boot: int, seed: int,
-               level: float, with_style: bool) -> tuple[pd.DataFrame, int]:
+               level: float, with_style: bool) -> tuple[pd.DataFrame, int, pd.DataFrame | None]:
     plain = _Problem(df, style=False)
     if baseline is not None and baseline not in plain.models:
         raise DataError(f"baseline {baseline!r} has no usable battles for judge {judge!r}")
@@ -265,6 +265,7 @@ def _fit_group(df: pd.DataFrame, judge: str, baseline: str | None, n_boot: int, 
     sr = sty.ratings(s_coef, baseline) if sty else np.full(plain.m, np.nan)
     lo = hi = slo = shi = np.full(plain.m, np.nan)
     undefined = 0
+    draws = None
     if n_boot > 0:
         rng = np.random.default_rng(seed)
         nq = len(plain.questions)
@@ -282,6 +283,7 @@ def _fit_group(df: pd.DataFrame, judge: str, baseline: str | None, n_boot: int, 
                 c = sty.fit(w, start=s_coef)
                 if not np.isnan(c).any():
                     sboot[i] = sty.ratings(c, baseline)
+        draws = pd.DataFrame(boot, columns=pd.Index(plain.models, name="model"))
         tail = 100 * (1 - level) / 2
         if np.isfinite(boot).any():
             lo, hi = np.nanpercentile(boot, [tail, 100 - tail], axis=0)
@@ -303,11 +305,12 @@ def _fit_group(df: pd.DataFrame, judge: str, baseline: str | None, n_boot: int, 
     lo_r = out["ci_low"].where(has_ci, out["rating"])
     hi_r = out["ci_high"].where(has_ci, out["rating"])
     out["rank"] = assign_ranks(lo_r, hi_r)
-    return out, undefined
+    return out, undefined, draws
 
 
 def rate(battles: pd.DataFrame, *, baseline: str | None = None, n_boot: int = 1000, seed: int = 0,
-         level: float = 0.95, style: bool | None = None, per_judge: bool = True) -> pd.DataFrame:
+         level: float = 0.95, style: bool | None = None, per_judge: bool = True,
+         keep_draws: bool = False) -> pd.DataFrame:
     """The ratings.csv rows: per judge (each judge's battles alone) and pooled (all judges'
     battles together, each row once), with question-bootstrap percentile intervals, style-controlled
     ratings (when the table has len_a/len_b, or ``style=True``; ``style=False`` skips them), ranks
@@ -315,7 +318,9 @@ def rate(battles: pd.DataFrame, *, baseline: str | None = None, n_boot: int = 10
 
     ``attrs``: ``excluded`` (judge -> rows with an empty winner), ``undefined_resamples``
     (judge -> resamples with a disconnected comparison graph, left out), ``n_boot``, ``seed``,
-    ``level``, ``baseline``."""
+    ``level``, ``baseline``; with ``keep_draws=True`` also ``draws`` (judge -> DataFrame of the
+    bootstrap ratings, one row per resample, NaN rows for undefined ones), e.g. for intervals of
+    rating differences or P(model A above model B)."""
     if n_boot < 0:
         raise DataError("n_boot must be >= 0")
     df = _usable(battles)
@@ -325,12 +330,13 @@ def rate(battles: pd.DataFrame, *, baseline: str | None = None, n_boot: int = 10
     judges = sorted(df["judge"].unique())
     if POOLED in judges:
         raise DataError(f"a judge may not be called {POOLED!r}: that name is the pooled fit's")
-    parts, undefined = [], {}
+    parts, undefined, draws = [], {}, {}
     for judge in [POOLED] + (judges if per_judge else []):
         sub = df if judge == POOLED else df[df["judge"] == judge]
-        part, u = _fit_group(sub, judge, baseline, n_boot, seed, level, with_style)
+        part, u, d = _fit_group(sub, judge, baseline, n_boot, seed, level, with_style)
         parts.append(part)
         undefined[judge] = u
+        draws[judge] = d
     out = pd.concat(parts, ignore_index=True)
     order = {j: i for i, j in enumerate([POOLED] + judges)}
     out = out.sort_values(["judge", "rank", "rating"], key=lambda c: c.map(order) if c.name == "judge" else c,
@@ -340,6 +346,8 @@ def rate(battles: pd.DataFrame, *, baseline: str | None = None, n_boot: int = 10
     counts = battle_counts(battles).set_index("judge")
     out.attrs.update({"excluded": counts["excluded"].to_dict(), "undefined_resamples": undefined,
                       "n_boot": n_boot, "seed": seed, "level": level, "baseline": baseline})
+    if keep_draws:
+        out.attrs["draws"] = draws
     return out
 
 

@@ -19,20 +19,23 @@ COLS = ["question_id", "model_a", "model_b", "judge", "winner", "rationale"]
 
 
 def simulate(strength, n_questions, *, judges=("J1",), both_orders=True, tie=0.1, q_sd=0.0,
-             seed=0, length=None, length_bias=0.0):
+             seed=0, length=None, length_bias=0.0, max_pairs=None):
     """Battles from a Bradley–Terry model with log-strengths `strength` (dict model -> beta).
     Ties with probability ~`tie`, drawn so that the expected score of model_a stays
     sigmoid(beta_a - beta_b [+ question noise + length bias]), i.e. the half-win likelihood is
     consistent. `q_sd`: per question and model N(0, q_sd) shifts (battles on a question are
     correlated). `length`: model -> mean answer length; `length_bias`: log-odds per unit of the
-    normalised length difference."""
+    normalised length difference. `max_pairs`: k pairs per question from `ranking.sample_pairs`."""
     rng = np.random.default_rng(seed)
     models = list(strength)
     rows = []
+    plan = R.sample_pairs(models, list(range(n_questions)), max_pairs, seed=seed) if max_pairs else None
     for q in range(n_questions):
         shift = {m: rng.normal(0, q_sd) if q_sd else 0.0 for m in models}
         lens = {m: max(1.0, rng.normal(length[m], 0.15 * length[m])) for m in models} if length else None
-        for a, b in itertools.combinations(models, 2):
+        pairs = (itertools.combinations(models, 2) if plan is None
+                 else plan.loc[plan["question_id"] == q, ["model_a", "model_b"]].itertuples(index=False))
+        for a, b in pairs:
             orders = [(a, b), (b, a)] if both_orders else [(a, b) if rng.random() < 0.5 else (b, a)]
             for x, y in orders:
                 for j in judges:
@@ -308,20 +311,22 @@ def pseudo_truth(strength, q_sd):
 
 
 def coverage(n_datasets, n_questions, n_boot, *, strength=STRENGTH, q_sd=0.4, seed=0, both_orders=False,
-             judges=("J",)):
+             judges=("J",), max_pairs=None):
     truth = pseudo_truth(strength, q_sd)
     hit_r, hit_d, width = [], [], []
     models = list(strength)
     for k in range(n_datasets):
-        b = simulate(strength, n_questions, judges=judges, both_orders=both_orders, q_sd=q_sd, seed=seed + k)
-        out = R.rate(b, n_boot=n_boot, seed=k, per_judge=False, style=False).set_index("model").loc[models]
+        b = simulate(strength, n_questions, judges=judges, both_orders=both_orders, q_sd=q_sd, seed=seed + k,
+                     max_pairs=max_pairs)
+        rated = R.rate(b, n_boot=n_boot, seed=k, per_judge=False, style=False, keep_draws=True)
+        out = rated.set_index("model").loc[models]
         hit_r += list((out["ci_low"] <= truth) & (truth <= out["ci_high"]))
         width += list(out["ci_high"] - out["ci_low"])
-        # differences to the weakest model: the same fit with that model as baseline
-        base = R.rate(b, n_boot=n_boot, seed=k, per_judge=False, style=False, baseline=models[0])
-        base = base.set_index("model").loc[models[1:]]
-        dt = truth[models[1:]] - truth[models[0]] + 1000
-        hit_d += list((base["ci_low"] <= dt) & (dt <= base["ci_high"]))
+        # all pairwise differences, percentile intervals from the same bootstrap draws
+        draws = rated.attrs["draws"]["pooled"]
+        for m1, m2 in itertools.combinations(models, 2):
+            lo, hi = np.nanpercentile(draws[m1] - draws[m2], [2.5, 97.5])
+            hit_d.append(lo <= truth[m1] - truth[m2] <= hi)
     return float(np.mean(hit_r)), float(np.mean(hit_d)), float(np.mean(width))
 
 
@@ -330,3 +335,4 @@ def test_rating_intervals_cover_the_truth_on_simulated_strengths():
     assert cov_r >= 0.9, cov_r
     assert cov_d >= 0.9, cov_d
     assert 20 < width < 200
+    print(f"coverage: ratings {cov_r:.3f}, differences {cov_d:.3f}, mean width {width:.1f}")
