@@ -9,6 +9,19 @@ and model N(0, q_sd) shifts (so battles on one question are correlated; the trut
 limit of the fit with infinitely many questions, computed by Gauss-Hermite quadrature), ties
 ~10% drawn so the expected score stays Bradley–Terry. The fast test is the first cell with 60
 datasets.
+
+Figures (300 datasets per cell, n_boot 200, seed 0; 2 shared cores, ~6 min):
+
+    cell                                                 cov rating  cov diff  width
+    4 models, 60 q, 1 judge, one order, q_sd 0.4              0.935     0.932   77.5
+    4 models, 200 q, 1 judge, one order, q_sd 0.4             0.922     0.927   42.3
+    4 models, 60 q, 1 judge, one order, q_sd 0 (pure BT)      0.943     0.946   76.1
+    4 models, 60 q, 2 judges, both orders, q_sd 0.4           0.937     0.942   45.4
+    8 models, 100 q, 7 of 28 pairs per q, q_sd 0.4            0.935     0.936   92.7
+    8 models, 100 q, all 28 pairs, q_sd 0.4                   0.938     0.934   49.0
+
+The percentile interval under-covers slightly (0.92-0.95 for a nominal 0.95). The width ratio
+of the last two cells, 92.7 / 49.0 = 1.89, is close to judge_call_count's sqrt(28 / 7) = 2.
 """
 from __future__ import annotations
 
