@@ -147,6 +147,14 @@ def test_run_record_schema(tmp_path):
 
 
 @pytest.mark.integration
+def llama_pids() -> set[str]:
+    """The llama.cpp server processes running now (to check that none outlives a run)."""
+    import subprocess
+
+    out = subprocess.run(["pgrep", "-f", "llama_cpp.server"], capture_output=True, text=True).stdout
+    return set(out.split())
+
+
 def test_embedded_server_is_stopped_even_when_a_notebook_fails(tmp_path, capsys):
     import subprocess
 
@@ -154,10 +162,6 @@ def test_embedded_server_is_stopped_even_when_a_notebook_fails(tmp_path, capsys)
 
     if reason := _local_extra_missing():
         pytest.skip(reason)
-
-    def llama_pids() -> set[str]:
-        out = subprocess.run(["pgrep", "-f", "llama_cpp.server"], capture_output=True, text=True).stdout
-        return set(out.split())
 
     before = llama_pids()
     nb_dir = tmp_path / "notebooks"
@@ -182,10 +186,6 @@ def test_sigterm_on_evekit_run_stops_the_embedded_server(tmp_path):
 
     if reason := _local_extra_missing():
         pytest.skip(reason)
-
-    def llama_pids() -> set[str]:
-        out = subprocess.run(["pgrep", "-f", "llama_cpp.server"], capture_output=True, text=True).stdout
-        return set(out.split())
 
     before = llama_pids()
     nb_dir = tmp_path / "notebooks"

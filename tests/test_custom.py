@@ -5,6 +5,8 @@ the internet (the offline test proves that no socket is even opened).
 """
 from __future__ import annotations
 
+import sys
+
 import json
 import re
 import socket
@@ -23,28 +25,13 @@ from evekit.params import ParameterError, RunConfig
 from evekit.paths import REPO_ROOT as ROOT
 from evekit.run import TaskRun
 from evekit.types import GenerationResult, Usage
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from scripted_client import ScriptedClient  # noqa: E402
+
 
 SENTINEL_TASK = "params/examples/tasks/sentinel_missions.yaml"
 MCQ_TASK = "params/examples/tasks/eo_satellite_mcq.eval.yaml"
 MODEL = "fake-model"
-
-
-class ScriptedClient:
-    """Stands in for ModelClient: `respond(request)` -> str | GenerationResult."""
-
-    def __init__(self, respond):
-        self.respond = respond
-        self.calls = []
-        self.usage = Usage()
-
-    def generate(self, requests, desc=""):
-        out = []
-        for req in requests:
-            self.calls.append(req)
-            self.usage.requests += 1
-            r = self.respond(req)
-            out.append(r if isinstance(r, GenerationResult) else GenerationResult(text=r, raw=r))
-        return out
 
 
 def last_user(req) -> str:

@@ -19,26 +19,11 @@ from evekit.types import GenerationResult, Usage
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from stub_server import StubServer  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from scripted_client import ScriptedClient  # noqa: E402
+
 
 MODEL = "fake-model"
-
-
-class ScriptedClient:
-    """Stands in for ModelClient: `respond(request)` -> str | GenerationResult; keeps the requests."""
-
-    def __init__(self, respond):
-        self.respond = respond
-        self.calls = []
-        self.usage = Usage()
-
-    def generate(self, requests, desc=""):
-        out = []
-        for req in requests:
-            self.calls.append(req)
-            self.usage.requests += 1
-            r = self.respond(req)
-            out.append(r if isinstance(r, GenerationResult) else GenerationResult(text=r, raw=r))
-        return out
 
 
 def _mcqa_file(tmp_path, golds="ABCAB") -> Path:

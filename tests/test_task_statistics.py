@@ -2,6 +2,9 @@
 (scored wrong, not sent to judges), baselines next to acc, and metrics per group (`group_by`)."""
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import json
 import math
 
@@ -16,26 +19,11 @@ from evekit.data import DataError, items_from_rows
 from evekit.run import RULE_METHOD, RULE_REASON, TaskRun
 from evekit.tasks import get_task
 from evekit.types import GenerationResult, Usage
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from scripted_client import ScriptedClient  # noqa: E402
+
 
 MODEL = "fake-model"
-
-
-class ScriptedClient:
-    """Stands in for ModelClient (the model or one judge): `respond(request)` -> str; counts calls."""
-
-    def __init__(self, respond):
-        self.respond = respond
-        self.calls = []
-        self.usage = Usage()
-
-    def generate(self, requests, desc=""):
-        out = []
-        for req in requests:
-            self.calls.append(req)
-            self.usage.requests += 1
-            text = self.respond(req)
-            out.append(GenerationResult(text=text, raw=text))
-        return out
 
 
 def _acc_samples(k: int, n: int) -> pd.DataFrame:
