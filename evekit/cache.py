@@ -51,6 +51,10 @@ CREATE TABLE IF NOT EXISTS responses (
     created REAL
 );
 CREATE TABLE IF NOT EXISTS imports (path TEXT PRIMARY KEY, size INTEGER, mtime_ns INTEGER);
+-- Requests the server refused as such (a format it cannot follow): replayed as that failure, so a
+-- replay needs no network for the structured-output probes either.
+CREATE TABLE IF NOT EXISTS rejections (key TEXT PRIMARY KEY, request TEXT NOT NULL, error TEXT NOT NULL,
+                                       created REAL);
 -- Calls in flight: a process claims a key before sending it, so another process sharing the cache
 -- waits for that answer instead of paying for it again. A claim ends with the answer, a failure,
 -- its process's death or its expiry.
@@ -154,6 +158,9 @@ class ResponseCache:
                 q = f"SELECT key, {cols} FROM responses WHERE key IN ({','.join('?' * len(chunk))})"
                 for row in self._db.execute(q, chunk):
                     found[row[0]] = GenerationResult(**dict(zip(RESULT_FIELDS, row[1:])), cached=True)
+                q = f"SELECT key, error FROM rejections WHERE key IN ({','.join('?' * len(chunk))})"
+                for key, error in self._db.execute(q, chunk):
+                    found.setdefault(key, GenerationResult(text=None, error=error, cached=True, rejected=True))
         return found
 
     def get(self, key: str) -> GenerationResult | None:
@@ -166,22 +173,26 @@ class ResponseCache:
     def put_many(self, items: Iterable[tuple[str, Mapping[str, Any], GenerationResult]]) -> None:
         """Store answers in one short transaction. Failures are refused."""
         now = time.time()
-        rows = []
+        rows, rejections = [], []
         for key, fields, result in items:
+            if result.failed and not result.rejected:
+                raise ValueError("failed results are not cached (only a server's refusal of the request)")
             if result.failed:
-                raise ValueError("failed results are not cached")
-            rows.append((key, _canonical(fields), *(getattr(result, f) for f in RESULT_FIELDS), now))
+                rejections.append((key, _canonical(fields), result.error, now))
+            else:
+                rows.append((key, _canonical(fields), *(getattr(result, f) for f in RESULT_FIELDS), now))
         with self._lock:
-            self._insert_many(rows)
+            self._insert_many(rows, rejections)
 
-    def _insert_many(self, rows: list[tuple]) -> None:
+    def _insert_many(self, rows: list[tuple], rejections: list[tuple] = ()) -> None:
         """One transaction for many rows (caller holds the lock); all or nothing. The answers end
         their claims in the same transaction, so a waiting process never sees neither."""
         self._db.execute("BEGIN IMMEDIATE")
         try:
             # First answer wins: a replay stays stable even if two processes raced on one key.
             self._db.executemany("INSERT OR IGNORE INTO responses VALUES (?,?,?,?,?,?,?,?,?)", rows)
-            self._db.executemany("DELETE FROM claims WHERE key = ?", [(r[0],) for r in rows])
+            self._db.executemany("INSERT OR IGNORE INTO rejections VALUES (?,?,?,?)", rejections)
+            self._db.executemany("DELETE FROM claims WHERE key = ?", [(r[0],) for r in [*rows, *rejections]])
             self._db.execute("COMMIT")
         except BaseException:
             self._db.execute("ROLLBACK")
@@ -251,28 +262,33 @@ class ResponseCache:
         """Write every answer as sorted, deterministic JSONL; returns the number of records."""
         cols = ", ".join(RESULT_FIELDS)
         with self._lock:
-            rows = self._db.execute(f"SELECT key, request, {cols} FROM responses ORDER BY key").fetchall()
+            rows = self._db.execute(f"SELECT key, request, {cols} FROM responses").fetchall()
+            refused = self._db.execute("SELECT key, request, error FROM rejections").fetchall()
+        records = [{"key": key, **json.loads(request), "response": dict(zip(RESULT_FIELDS, result))}
+                   for key, request, *result in rows]
+        # A refusal has `rejected` (the server's error) instead of `response`.
+        records += [{"key": key, **json.loads(request), "rejected": error} for key, request, error in refused]
+        records.sort(key=lambda r: r["key"])
         path = Path(path)
         tmp = path.with_name(path.name + ".tmp")
         with open(tmp, "w", encoding="utf-8", newline="\n") as f:
-            for key, request, *result in rows:
-                record = {"key": key, **json.loads(request),
-                          "response": dict(zip(RESULT_FIELDS, result))}
+            for record in records:
                 f.write(json.dumps(record, sort_keys=True, ensure_ascii=False) + "\n")
         os.replace(tmp, path)  # a reader never sees half a file
-        return len(rows)
+        return len(records)
 
     def import_jsonl(self, path: str | Path) -> int:
         """Add the answers of an exported JSONL; returns how many were new. Idempotent."""
         path = Path(path)
-        rows = []
+        rows, rejections = [], []
         with open(path, encoding="utf-8") as f:
             for lineno, line in enumerate(f, 1):
                 if line.strip():
-                    rows.append(_row_from_record(line, path, lineno))
+                    row = _row_from_record(line, path, lineno)
+                    (rejections if len(row) == 4 else rows).append(row)
         with self._lock:
             before = self._db.total_changes
-            self._insert_many(rows)
+            self._insert_many(rows, rejections)
             return self._db.total_changes - before
 
     def _import_if_changed(self, path: Path) -> None:
@@ -340,13 +356,18 @@ def _row_from_record(line: str, path: Path, lineno: int) -> tuple[Any, ...]:
         raise ValueError(f"{where}: not valid JSON ({e.msg})") from None
     if not isinstance(rec, dict):
         raise ValueError(f"{where}: expected a JSON object")
-    missing = [k for k in ("key", *KEY_FIELDS, "response") if k not in rec]
+    answer = "rejected" if "rejected" in rec and "response" not in rec else "response"
+    missing = [k for k in ("key", *KEY_FIELDS, answer) if k not in rec]
     if missing:
         raise ValueError(f"{where}: missing field(s) {', '.join(missing)}")
     fields = {k: rec[k] for k in KEY_FIELDS}
     if key_of_fields(fields) != rec["key"]:
         raise ValueError(f"{where}: field 'key' does not match the request fields "
                          "(were they edited, or written by another evekit version?)")
+    if answer == "rejected":  # the server's refusal of this request: (key, request, error, created)
+        if not isinstance(rec["rejected"], str) or not rec["rejected"]:
+            raise ValueError(f"{where}: field 'rejected' must be the server's error message")
+        return (rec["key"], _canonical(fields), rec["rejected"], None)
     resp = rec["response"]
     if not isinstance(resp, dict) or "text" not in resp:
         raise ValueError(f"{where}: field 'response' must be an object with a 'text'")

@@ -383,7 +383,7 @@ class ModelClient:
                 if (elsewhere := await answered_elsewhere(key)) is not None:
                     take(key, where, elsewhere)
                     return
-            if writer is not None and not result.failed:
+            if writer is not None and (not result.failed or result.rejected):
                 writer.put(key, fields[where[0]], result)  # the write also ends the claim
             elif writer is not None:
                 self.cache.release(owner, [key])  # a failure: let another process try
@@ -519,6 +519,9 @@ class ModelClient:
             if ra is not None and ra > MAX_RETRY_AFTER:
                 detail += f" (server asked to retry after {ra:.0f} s)"
             message = f"HTTP {status} from {self._where()}{after}: {detail}"
+            if status >= 500 and _rejects_request(exc):
+                self.usage.failures += 1
+                return GenerationResult(text=None, error=self._redact(message), rejected=True)
         elif isinstance(exc, openai.APIConnectionError):
             cause = _connection_failure(exc)
             if cause is not None:

@@ -78,7 +78,7 @@ class RunConfig:
     timeout: float = _param(120.0, help="seconds per request")
     max_retries: int = _param(4, help="retries of a failed request, with backoff")
     cache_dir: str = _param("outputs/cache", help="every call is cached here; a rerun resumes")
-    offline: bool = _param(False, help="replay from the cache only; a miss is an error")
+    offline: bool = _param(False, help="True: replay from the cache only, a miss is an error")
     run_name: str = _param("demo", help="outputs go to <output_dir>/<run_name>/<model_name>/<task>/")
     output_dir: str = _param("outputs", help="root folder of every run")
     # Bring your own data: the file's column names for the task's schema (None: the schema's own).

@@ -58,6 +58,9 @@ class GenerationResult:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     finish_reason: str | None = None
+    # The server refused this exact request's format (llama.cpp answers a `json_schema` it cannot
+    # follow with HTTP 500): the same request gets the same refusal, so it is cached like an answer.
+    rejected: bool = False
 
     @property
     def failed(self) -> bool:

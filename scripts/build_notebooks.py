@@ -67,11 +67,12 @@ DEMO_JUDGES = [
 ]
 
 # Demo values every notebook starts from instead of RunConfig's defaults: the embedded model, replayed
-# offline from the committed recording. Names, the other defaults and the comments come from RunConfig.
+# from the committed recording (every call is in it, so no network is needed; offline stays False, so
+# a user who sets base_url gets the calls sent). Names, the other defaults and comments come from RunConfig.
 DEMO = dict(model_name="smollm2-135m-instruct", base_url="http://127.0.0.1:8080/v1", concurrency=4,
-            cache_dir="tests/fixtures/recorded_cache", offline=True, run_name="recorded")
+            cache_dir="tests/fixtures/recorded_cache", run_name="recorded")
 HEADER = ("# Parameters (papermill overrides these; see params/). Defaults replay a recorded run of the\n"
-          "# embedded model from a committed cache, so this notebook runs anywhere, offline.")
+          "# embedded model from a committed cache (every call is in it); set base_url to call your model.")
 COMMENT_COLUMN = 40  # where the comments start, as in the hand-written cells before
 
 

@@ -58,6 +58,8 @@ class StubConfig:
     api_key: str | None = None    # when set, any other bearer token gets 401
     models: tuple[str, ...] | None = None  # when set, other model names get 404
     seed: int = 0
+    # Refuse every `response_format` of type json_schema as llama.cpp's server does (HTTP 500).
+    reject_json_schema: bool = False
 
 
 def _prompt_of(body: dict[str, Any]) -> str:
@@ -108,7 +110,8 @@ def build_app(cfg: StubConfig):  # -> aiohttp.web.Application
         if "no_max_tokens" in marks and "max_tokens" in body:
             return error(400, "Unsupported parameter: 'max_tokens' is not supported with this model. "
                               "Use 'max_completion_tokens' instead.")
-        if "bad_format" in marks:
+        if "bad_format" in marks or (cfg.reject_json_schema
+                                     and (body.get("response_format") or {}).get("type") == "json_schema"):
             return error(500, json.dumps([{"type": "literal_error", "loc": ["body", "response_format", "type"],
                                            "msg": "Input should be 'text' or 'json_object'"}]))
         fault = "500" if "fail" in marks else "hang" if "hang" in marks else _fault_for(cfg, prompt, attempt)

@@ -233,3 +233,33 @@ def test_corrupt_cache_file_names_its_path_and_what_to_do(tmp_path):
                                          r".*mv .*cache\.sqlite .*cache\.sqlite\.corrupt") as err:
         ResponseCache(tmp_path)
     assert isinstance(err.value, EvekitError)
+
+
+def test_a_refused_format_is_cached_replayed_and_exported(tmp_path):
+    """llama.cpp refuses json_schema with HTTP 500: that refusal is recorded, so a replay of the
+    structured-output probe needs no network, and the export carries it as a `rejected` line."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from stub_server import StubServer
+
+    from evekit.client import ModelClient
+    from evekit.structured import ask_json
+
+    schema = {"type": "object", "properties": {"verdict": {"type": "integer", "enum": [0, 1]}},
+              "required": ["verdict"]}
+    msgs = [[{"role": "user", "content": 'reply {"verdict": 1}'}]]
+    with StubServer(reject_json_schema=True) as stub:
+        live = ModelClient("m", stub.base_url, cache_dir=tmp_path / "c", max_retries=0, progress=False)
+        ask_json(live, msgs, schema, max_tokens=8)
+        assert stub.stats()["total"] == 2  # json_schema refused, then json_object answered
+    export = tmp_path / "rec.jsonl"
+    assert export_cache(tmp_path / "c", export) == 2
+    lines = [json.loads(x) for x in export.read_text().splitlines()]
+    refused = [x for x in lines if "rejected" in x]
+    assert len(refused) == 1 and "HTTP 500" in refused[0]["rejected"] and "response" not in refused[0]
+    import_cache(tmp_path / "fresh", export)
+    replay = ModelClient("m", "http://127.0.0.1:9/v1", cache_dir=tmp_path / "fresh", offline=True, progress=False)
+    (answer,) = ask_json(replay, msgs, schema, max_tokens=8)  # offline: a miss would raise CacheMiss
+    assert answer.method == "json_object" and replay.usage.requests == 0

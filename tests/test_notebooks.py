@@ -81,3 +81,27 @@ def test_misspelt_parameter_stops_the_notebook_and_writes_nothing(tmp_path):
     with pytest.raises(pm.PapermillExecutionError, match=r"unknown parameter 'modle_name' \(did you mean 'model_name'\?\)"):
         _execute("mcqa_single_answer", tmp_path, ROOT, modle_name="Org/Model-7B", output_dir=str(out))
     assert not out.exists()
+
+
+def test_a_base_url_without_offline_calls_the_endpoint(tmp_path):
+    """The notebooks' defaults replay the recording but do not forbid the network: pointed at an
+    endpoint, the calls not in the cache are sent."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    from stub_server import StubServer
+
+    with StubServer() as stub:
+        _execute("mcqa_single_answer", tmp_path, ROOT, base_url=stub.base_url, model_name="stub-model",
+                 cache_dir=str(tmp_path / "cache"), limit=3, output_dir=str(tmp_path / "out"))
+        sent = stub.stats()["total"]
+    assert sent == 3
+    results = json.loads(next((tmp_path / "out").rglob("results.json")).read_text())
+    assert results["usage"]["requests"] == 3 and results["n"] == 3
+
+
+def test_the_committed_defaults_replay_without_any_call(tmp_path):
+    """Every call of the judged demo notebook is in the recording (the judges' format probes too)."""
+    _execute("open_ended", tmp_path, ROOT, output_dir=str(tmp_path / "out"))
+    results = json.loads(next((tmp_path / "out").rglob("results.json")).read_text())
+    assert results["usage"]["requests"] == 0 and results["n_judge_failed"] == 0

@@ -26,7 +26,7 @@ def test_pairwise_judging_with_the_embedded_model_records_and_replays(embedded_s
     assert len(res) == 3
     # every decision is a verdict or a failure with its reason, never silently a tie
     for r in res.itertuples():
-        assert (r.verdict in ("A", "B", "tie") and r.error is None) or (r.verdict is None and r.error)
+        assert (r.judge_said in ("A", "B", "tie") and r.error is None) or (r.judge_said is None and r.error)
     s = comp.summary.set_index("judge").loc["smollm2"]
     assert s["n"] + s["failed"] == 3
     assert panel.usage_by_judge()["smollm2"]["requests"] >= 3
