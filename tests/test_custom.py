@@ -368,7 +368,7 @@ def test_offline_run_opens_no_socket(tmp_path, monkeypatch):
 
 
 def test_custom_notebook_defaults_replay_the_committed_recording(tmp_path):
-    """The notebook's default parameters run the first example offline from tests/fixtures/custom_cache."""
+    """The notebook's default parameters run the first example from the recording in tests/fixtures/custom_cache."""
     import shutil
 
     nb = json.loads((ROOT / "notebooks/custom_task.ipynb").read_text())
@@ -380,5 +380,5 @@ def test_custom_notebook_defaults_replay_the_committed_recording(tmp_path):
         run = TaskRun.from_notebook({**namespace, "task_file": task_file})
         run.load()
         run.generate()
-        assert run.config.offline and run.usage.cache_hits == n and run.usage.requests == 0
+        assert not run.config.offline and run.usage.cache_hits == n and run.usage.requests == 0
         assert run.compute_metrics()["acc"]["n"] == n
