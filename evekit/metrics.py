@@ -213,6 +213,8 @@ class Metric:
     higher_is_better: bool = True
     columns: tuple[str, ...] = ()
     statistic: Callable[..., Any] | None = None
+    # The range a per-item value can take (a graded mean's interval stays inside it).
+    bounds: tuple[float, float] = (0.0, 1.0)
 
     @property
     def per_item(self) -> bool:
@@ -228,7 +230,7 @@ class Metric:
         of items that did not fail); None when the columns it needs are absent (not computed).
 
         The metric's kind decides the interval (`evekit.stats.interval`): proportion -> Wilson,
-        graded_mean -> BCa (bounded to [0, 1]), corpus precision/recall/F1 -> Wilson on the
+        graded_mean -> BCa (within the metric's `bounds`), corpus precision/recall/F1 -> Wilson on the
         conditional binomial (a custom corpus statistic: percentile bootstrap), agreement ->
         kappa bootstrap. A value that is undefined (precision with no positive prediction) is
         NaN (null in results.json) with the reason in "note", never 0.
@@ -241,6 +243,8 @@ class Metric:
             out = stats.interval(values, "corpus", stat=stat, seed=seed, n_boot=n_boot)
         elif self.kind == "agreement":
             out = stats.interval(values, "kappa", seed=seed, n_boot=n_boot)
+        elif self.kind == "graded_mean":
+            out = stats.interval(values[:, 0], self.kind, seed=seed, n_boot=n_boot, bounds=self.bounds)
         else:
             out = stats.interval(values[:, 0], self.kind, seed=seed, n_boot=n_boot)
         if not np.isfinite(out.get("value", np.nan)) and "note" not in out:
@@ -306,7 +310,8 @@ for _metric in (
            statistic=_prf_statistic(2)),
     Metric("bleu", "graded_mean", "sentence BLEU against the reference (0-1)"),
     Metric("rougeL", "graded_mean", "ROUGE-L F-measure against the reference"),
-    Metric("cosine", "graded_mean", "cosine similarity of sentence embeddings to the reference"),
+    Metric("cosine", "graded_mean", "cosine similarity of sentence embeddings to the reference",
+           bounds=(-1.0, 1.0)),
     Metric("token_f1", "graded_mean", "SQuAD token F1 against the best gold answer"),
     Metric("exact_match", "proportion", "SQuAD exact match against any gold answer"),
     Metric("llm_as_judge", "proportion", "share of answers the judge passed", columns=()),

@@ -307,3 +307,14 @@ def test_group_breakdown_plot_has_one_row_per_group():
     import matplotlib.pyplot as plt
 
     plt.close(fig)
+
+
+def test_cosine_may_be_negative_and_gets_an_interval_within_its_range():
+    """Cosine similarity lies in [-1, 1] (a refusal against an unrelated reference can score below 0)."""
+    from evekit import metrics as M
+
+    df = pd.DataFrame({"cosine": [0.31, -0.12, 0.05, 0.44, -0.02, 0.18, 0.09, 0.27]})
+    out = M.get_metric("cosine").summarize(df, seed=0, n_boot=500)
+    assert out["n"] == 8 and -1.0 <= out["ci_low"] < out["value"] < out["ci_high"] <= 1.0
+    with pytest.raises(ValueError, match="must lie in"):
+        M.get_metric("rougeL").summarize(pd.DataFrame({"rougeL": [0.2, -0.1]}))
