@@ -77,7 +77,7 @@ def build_results(*, task: str, model: str, samples: pd.DataFrame, metrics: dict
 
 
 def _is_local_dataset(dataset: str) -> bool:
-    """A file (it has a suffix, as `EvalRun.load` decides) or an absolute path; else a hub id."""
+    """A file (it has a suffix, as `TaskRun.load` decides) or an absolute path; else a hub id."""
     return bool(Path(dataset).suffix) or Path(dataset).expanduser().is_absolute()
 
 
