@@ -28,7 +28,7 @@ import threading
 import time
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 from .errors import CacheError
 from .types import GenerationRequest, GenerationResult
@@ -37,10 +37,12 @@ CACHE_FILE = "cache.sqlite"
 KEY_VERSION = 1  # bump when the key recipe changes; old rows then simply stop matching
 
 # The GenerationResult fields a cache row keeps (not `error`: failures are never cached).
-RESULT_FIELDS = ("text", "reasoning", "raw", "prompt_tokens", "completion_tokens", "finish_reason")
+RESULT_FIELDS = ("text", "reasoning", "raw", "prompt_tokens", "completion_tokens", "finish_reason", "logprobs")
 # The request fields that make up the key, in the order they appear in an export.
 KEY_FIELDS = ("api", "model", "messages", "prompt", "temperature", "max_tokens", "stop", "seed",
               "response_format", "sample_index")
+# Keyed only when set, so every key made before they existed stays the same.
+OPTIONAL_KEY_FIELDS = ("top_logprobs",)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS responses (
@@ -48,7 +50,7 @@ CREATE TABLE IF NOT EXISTS responses (
     request TEXT NOT NULL,          -- canonical JSON of the keyed fields
     text TEXT, reasoning TEXT, raw TEXT,
     prompt_tokens INTEGER, completion_tokens INTEGER, finish_reason TEXT,
-    created REAL
+    created REAL, logprobs TEXT     -- JSON, when the request asked for log-probabilities
 );
 CREATE TABLE IF NOT EXISTS imports (path TEXT PRIMARY KEY, size INTEGER, mtime_ns INTEGER);
 -- Requests the server refused as such (a format it cannot follow): replayed as that failure, so a
@@ -90,6 +92,7 @@ def key_fields(model: str, request: GenerationRequest) -> dict[str, Any]:
         "seed": request.seed,
         "response_format": request.response_format,
         "sample_index": int(request.sample_index),
+        **({"top_logprobs": int(request.top_logprobs)} if request.top_logprobs is not None else {}),
     }
 
 
@@ -139,6 +142,9 @@ class ResponseCache:
                     # NORMAL in WAL mode: a committed answer survives a killed process (not a power cut).
                     self._db.execute("PRAGMA synchronous=NORMAL")
                     self._db.executescript(_SCHEMA)
+                    columns = {r[1] for r in self._db.execute("PRAGMA table_info(responses)")}
+                    if "logprobs" not in columns:  # a cache written before log-probabilities were kept
+                        self._db.execute("ALTER TABLE responses ADD COLUMN logprobs TEXT")
                     self._db.execute("SELECT count(*) FROM responses").fetchone()
                 return
             except sqlite3.OperationalError as exc:
@@ -157,7 +163,7 @@ class ResponseCache:
                 chunk = keys[i:i + 500]
                 q = f"SELECT key, {cols} FROM responses WHERE key IN ({','.join('?' * len(chunk))})"
                 for row in self._db.execute(q, chunk):
-                    found[row[0]] = GenerationResult(**dict(zip(RESULT_FIELDS, row[1:])), cached=True)
+                    found[row[0]] = GenerationResult(**_result_values(row[1:]), cached=True)
                 q = f"SELECT key, error FROM rejections WHERE key IN ({','.join('?' * len(chunk))})"
                 for key, error in self._db.execute(q, chunk):
                     found.setdefault(key, GenerationResult(text=None, error=error, cached=True, rejected=True))
@@ -180,7 +186,7 @@ class ResponseCache:
             if result.failed:
                 rejections.append((key, _canonical(fields), result.error, now))
             else:
-                rows.append((key, _canonical(fields), *(getattr(result, f) for f in RESULT_FIELDS), now))
+                rows.append((key, _canonical(fields), *_stored_values(result), now))
         with self._lock:
             self._insert_many(rows, rejections)
 
@@ -190,7 +196,8 @@ class ResponseCache:
         self._db.execute("BEGIN IMMEDIATE")
         try:
             # First answer wins: a replay stays stable even if two processes raced on one key.
-            self._db.executemany("INSERT OR IGNORE INTO responses VALUES (?,?,?,?,?,?,?,?,?)", rows)
+            self._db.executemany(f"INSERT OR IGNORE INTO responses (key, request, {', '.join(RESULT_FIELDS)}, "
+                                 f"created) VALUES ({','.join('?' * (len(RESULT_FIELDS) + 3))})", rows)
             self._db.executemany("INSERT OR IGNORE INTO rejections VALUES (?,?,?,?)", rejections)
             self._db.executemany("DELETE FROM claims WHERE key = ?", [(r[0],) for r in [*rows, *rejections]])
             self._db.execute("COMMIT")
@@ -264,7 +271,7 @@ class ResponseCache:
         with self._lock:
             rows = self._db.execute(f"SELECT key, request, {cols} FROM responses").fetchall()
             refused = self._db.execute("SELECT key, request, error FROM rejections").fetchall()
-        records = [{"key": key, **json.loads(request), "response": dict(zip(RESULT_FIELDS, result))}
+        records = [{"key": key, **json.loads(request), "response": _exported(_result_values(result))}
                    for key, request, *result in rows]
         # A refusal has `rejected` (the server's error) instead of `response`.
         records += [{"key": key, **json.loads(request), "rejected": error} for key, request, error in refused]
@@ -361,6 +368,7 @@ def _row_from_record(line: str, path: Path, lineno: int) -> tuple[Any, ...]:
     if missing:
         raise ValueError(f"{where}: missing field(s) {', '.join(missing)}")
     fields = {k: rec[k] for k in KEY_FIELDS}
+    fields.update({k: rec[k] for k in OPTIONAL_KEY_FIELDS if k in rec})
     if key_of_fields(fields) != rec["key"]:
         raise ValueError(f"{where}: field 'key' does not match the request fields "
                          "(were they edited, or written by another evekit version?)")
@@ -372,6 +380,7 @@ def _row_from_record(line: str, path: Path, lineno: int) -> tuple[Any, ...]:
     if not isinstance(resp, dict) or "text" not in resp:
         raise ValueError(f"{where}: field 'response' must be an object with a 'text'")
     values = [resp.get(f) for f in RESULT_FIELDS]
+    values[RESULT_FIELDS.index("logprobs")] = _logprobs_text(resp.get("logprobs"))
     for i, f in enumerate(RESULT_FIELDS):
         if f.endswith("_tokens"):
             if not isinstance(values[i] or 0, int):
@@ -396,3 +405,24 @@ def result_to_dict(result: GenerationResult) -> dict[str, Any]:
     """The cached fields of a result (for tests and reports)."""
     d = asdict(result)
     return {k: d[k] for k in RESULT_FIELDS}
+
+
+def _logprobs_text(value: Any) -> str | None:
+    return None if value is None else json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _stored_values(result: GenerationResult) -> list[Any]:
+    """A result's RESULT_FIELDS as SQLite stores them (log-probabilities as JSON text)."""
+    return [_logprobs_text(result.logprobs) if f == "logprobs" else getattr(result, f) for f in RESULT_FIELDS]
+
+
+def _result_values(row: Sequence[Any]) -> dict[str, Any]:
+    values = dict(zip(RESULT_FIELDS, row))
+    if values.get("logprobs") is not None:
+        values["logprobs"] = json.loads(values["logprobs"])
+    return values
+
+
+def _exported(values: dict[str, Any]) -> dict[str, Any]:
+    """An export record's response: without `logprobs` when there are none (older files stay as they were)."""
+    return {k: v for k, v in values.items() if k != "logprobs" or v is not None}

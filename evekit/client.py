@@ -450,6 +450,11 @@ class ModelClient:
             body["seed"] = request.seed
         if request.response_format is not None:
             body["response_format"] = request.response_format
+        if request.top_logprobs is not None:  # the two endpoints spell the request differently
+            if request.messages is not None:
+                body["logprobs"], body["top_logprobs"] = True, request.top_logprobs
+            else:
+                body["logprobs"] = request.top_logprobs
         return body
 
     async def _post(self, session: _Session, request: GenerationRequest) -> Any:
@@ -573,4 +578,32 @@ class ModelClient:
             prompt_tokens=int(usage.get("prompt_tokens") or 0),
             completion_tokens=int(usage.get("completion_tokens") or 0),
             finish_reason=choice.get("finish_reason"),
+            logprobs=_token_logprobs(choice.get("logprobs")) if request.top_logprobs is not None else None,
         )
+
+
+def _token_logprobs(value: Any) -> list[dict[str, Any]] | None:
+    """A choice's `logprobs` in one shape, per generated token {"token", "logprob", "top_logprobs":
+    [{"token", "logprob"}, ...]}: chat's `content` list as it is, the completions endpoint's parallel
+    lists (tokens, token_logprobs, top_logprobs as {token: logprob}) turned into that. None when the
+    server sent none."""
+    if not isinstance(value, dict):
+        return None
+    out: list[dict[str, Any]] = []
+    if isinstance(value.get("content"), list):
+        for t in value["content"]:
+            if isinstance(t, dict) and "token" in t:
+                top = [{"token": str(a.get("token")), "logprob": float(a.get("logprob"))}
+                       for a in t.get("top_logprobs") or [] if isinstance(a, dict) and a.get("logprob") is not None]
+                out.append({"token": str(t["token"]), "logprob": _float(t.get("logprob")), "top_logprobs": top})
+    elif isinstance(value.get("tokens"), list):
+        lps = value.get("token_logprobs") or [None] * len(value["tokens"])
+        tops = value.get("top_logprobs") or [None] * len(value["tokens"])
+        for token, lp, top in zip(value["tokens"], lps, tops):
+            alts = [{"token": str(k), "logprob": float(v)} for k, v in (top or {}).items() if v is not None]
+            out.append({"token": str(token), "logprob": _float(lp), "top_logprobs": alts})
+    return out or None
+
+
+def _float(value: Any) -> float | None:
+    return None if value is None else float(value)

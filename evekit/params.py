@@ -13,7 +13,7 @@ from typing import Any, Literal, Sequence
 
 from evekit.errors import ParameterError, unknown_names
 from evekit.paths import REPO_ROOT, resolve_path, safe_name  # noqa: F401  (REPO_ROOT re-exported)
-from evekit.tasks import TASKS
+from evekit.tasks import SCORING, TASKS, supports_logprobs
 from evekit.types import JudgeSpec, check_api_key_env
 
 CHOICES = {"api": ("chat", "completions"), "fewshot_sampler": ("first_n", "random")}
@@ -89,6 +89,9 @@ class RunConfig:
     context_columns: list[str] | None = _param(None, help="list of columns holding context documents")
     # Breakdowns: every metric per value of one column of the dataset (e.g. "topic").
     group_by: str | None = _param(None, help="a dataset column: every metric per value of it (None: no breakdown)")
+    # Multiple choice and classification: score the parsed text, the first answer token's
+    # log-probabilities (accuracy, Brier score, calibration error, reliability diagram), or both.
+    scoring: str | None = _param(None, help='"text", "logprobs" or "both" (None: the task\'s own, "text" for EVE tasks)')
     # A custom task (notebooks/custom_task.ipynb): its YAML file; `task` is then its name.
     task_file: str | None = _param(None, help="evekit task YAML or an Inspect AI eval.yaml", only="custom")
 
@@ -118,7 +121,8 @@ class RunConfig:
         }
         optional = {"api_key_env": (str,), "max_tokens": (int,), "num_fewshot": (int,), "limit": (int,),
                     "dataset": (str,), "input_column": (str,), "target_column": (str,), "task_file": (str,),
-                    "choices_column": (str, list), "context_columns": (list,), "group_by": (str,)}
+                    "choices_column": (str, list), "context_columns": (list,), "group_by": (str,),
+                    "scoring": (str,)}
         if self.task_file is not None:
             optional["split"] = (str,)  # None: the task file's split
         for name, types in {**checks, **optional}.items():
@@ -145,6 +149,12 @@ class RunConfig:
             value = getattr(self, name)
             if isinstance(value, list) and not (value and all(isinstance(v, str) and v for v in value)):
                 raise ParameterError(f"parameter {name}={value!r} must be a non-empty list of column names")
+        if self.scoring is not None:
+            if self.scoring not in SCORING:
+                raise ParameterError(f"scoring={self.scoring!r} is not valid; use one of: {', '.join(SCORING)}")
+            if self.scoring != "text" and self.task in TASKS and not supports_logprobs(self.task):
+                raise ParameterError(f"scoring={self.scoring!r} needs a multiple-choice (one answer) or "
+                                     f"classification task; {self.task} is not one")
         if self.group_by is not None and not self.group_by.strip():
             raise ParameterError("parameter group_by='' must name a column of the dataset, or be None")
         if not isinstance(self.judges, list):

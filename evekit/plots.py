@@ -228,6 +228,40 @@ def label_confusion(samples: pd.DataFrame, labels: Sequence[str], *, title: str 
     return fig
 
 
+def reliability(samples: pd.DataFrame, *, title: str = "") -> Figure:
+    """Reliability diagram of log-probability answers: per equal-width confidence bin, the share
+    answered right against the mean confidence (on the diagonal = calibrated), with the number of
+    items per bin below; the title gives the ECE and the Brier score."""
+    from evekit.metrics import ECE_BINS, expected_calibration_error, reliability_table
+
+    used = samples[~samples["failed"].astype(bool)].dropna(subset=["logprob_confidence", "acc_logprobs"])
+    conf, correct = used["logprob_confidence"].to_numpy(float), used["acc_logprobs"].to_numpy(float)
+    bins = reliability_table(conf, correct)
+    fig, (ax, ax_n) = plt.subplots(2, 1, figsize=(5.4, 5.2), sharex=True, height_ratios=(3, 1),
+                                   layout="constrained")
+    width = 1 / ECE_BINS
+    centres = [b["low"] + width / 2 for b in bins]
+    accs = [b["accuracy"] if b["accuracy"] is not None else 0.0 for b in bins]
+    filled = [b["n"] > 0 for b in bins]
+    ax.bar([c for c, f in zip(centres, filled) if f], [a for a, f in zip(accs, filled) if f], width=width * 0.92,
+           color="#2f6f9f", edgecolor="white", label="share right in the bin")
+    ax.plot([b["confidence"] for b in bins if b["n"]], [b["accuracy"] for b in bins if b["n"]], "o",
+            color="#e07b39", label="(mean confidence, share right)")
+    ax.plot([0, 1], [0, 1], "--", color="grey", linewidth=1, label="calibrated")
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    ax.set_ylabel("share answered right")
+    ax.legend(loc="upper left", fontsize=8, frameon=False)
+    ece = float(expected_calibration_error(np.column_stack([conf, correct]))) if len(conf) else float("nan")
+    brier = float(used["brier"].mean()) if "brier" in used and len(used) else float("nan")
+    ax.set_title(f"{title}\nreliability of first-token answers: ECE {ece:.3f}, Brier {brier:.3f}, "
+                 f"{len(used)} items" if title else f"ECE {ece:.3f}", fontsize=10)
+    ax_n.bar(centres, [b["n"] for b in bins], width=width * 0.92, color="#8c8c8c", edgecolor="white")
+    ax_n.set_ylabel("items")
+    ax_n.set_xlabel(f"confidence: probability of the chosen answer ({ECE_BINS} equal-width bins)")
+    return fig
+
+
 def _task_plot_score_distribution(samples: pd.DataFrame, task: Any, metric: str | None, title: str) -> Figure:
     return score_distribution(samples, metric or task.metrics[0], title=title)
 
@@ -239,6 +273,7 @@ TASK_PLOTS: dict[str, Callable[[pd.DataFrame, Any, "str | None", str], Figure]] 
     "label_confusion": lambda s, task, metric, title: label_confusion(s, task.labels, title=title),
     "score_distribution": _task_plot_score_distribution,
     "confusion": lambda s, task, metric, title: confusion(s, title=title),
+    "reliability": lambda s, task, metric, title: reliability(s, title=title),
 }
 
 

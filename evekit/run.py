@@ -18,6 +18,7 @@ files: every item counted as failed, no metric value, plots skipped with the rea
 """
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ import pandas as pd
 
 from evekit import plots, report, tasks
 from evekit.client import ModelClient
+from evekit.errors import EndpointError, ParameterError
 from evekit.params import RunConfig, resolve_path
 from evekit.server import DEMO_MODEL_NOTE, is_demo_model
 from evekit.types import Usage
@@ -97,6 +99,14 @@ class TaskRun:
 
             task = load_task(config.task_file, offline=config.offline)
         self.task = task or tasks.get_task(config.task)
+        # The parameter wins over the task file's `scoring`; EVE tasks score the text by default.
+        self.scoring = config.scoring or getattr(self.task, "scoring", "text")
+        try:
+            self.task = tasks.scoring_task(self.task, self.scoring)
+        except ValueError as exc:
+            raise ParameterError(str(exc)) from None
+        self.logprob_requests: list[Any] = []
+        self.logprob_results: list[Any] = []  # GenerationResult per item when log-probabilities are scored
         self.items: list[Any] = []
         self.requests: list[Any] = []
         self.results: list[Any] = []  # GenerationResult per item, aligned with items and requests
@@ -160,6 +170,7 @@ class TaskRun:
             "max_tokens": self.max_tokens, "temperature": c.temperature, "seed": c.seed,
             "limit": c.limit, "judges": ", ".join(j.name for j in c.judge_specs()) or "none",
             **({"group_by": c.group_by} if c.group_by else {}),
+            **({"scoring": self.scoring} if self.scoring != "text" else {}),
             "offline (replay from cache)": c.offline,
         }
         if c.task_file:
@@ -193,6 +204,8 @@ class TaskRun:
             fewshot_sampler=self.config.fewshot_sampler, seed=self.config.seed,
             temperature=self.config.temperature, max_tokens=self.max_tokens, pool=pool,
         )
+        if self.scoring != "text":  # the same prompts, asking for the first token's log-probabilities
+            self.logprob_requests = tasks.logprob_requests(self.requests)
         return pd.DataFrame([{"doc_id": it.doc_id, "question": it.question, "target": it.target}
                              for it in self.items])
 
@@ -216,10 +229,20 @@ class TaskRun:
     def generate(self) -> pd.DataFrame:
         c = self.config
         client = self._client(c.model_name, c.base_url, c.api_key_env, c.model_name)
-        results = client.generate(self.requests, desc=f"{c.task} · {c.model_name}")
-        self.usage = client.usage
+        desc = f"{c.task} · {c.model_name}"
+        if self.scoring == "logprobs":
+            results = self._logprobs(client, desc)
+        elif getattr(self.task, "json_schema", None) is not None and c.api == "chat":
+            results = self._json_answers(client, desc)
+        else:
+            results = client.generate(self.requests, desc=desc)
         self.results = list(results)
         self.samples = tasks.score_samples(self.task, self.items, results)
+        if self.scoring != "text":
+            lp = self.results if self.scoring == "logprobs" else self._logprobs(client, f"{desc} (logprobs)")
+            self.samples = tasks.add_logprob_scores(self.task, self.items, lp, self.samples,
+                                                    replace_text=self.scoring == "logprobs")
+        self.usage = client.usage
         if self.all_failed:
             first = next((e for e in self.samples["error"] if e), "")
             note = (f"Every call failed after its retries ({len(self.samples)} of {len(self.samples)} items): "
@@ -227,6 +250,37 @@ class TaskRun:
             print(f"Note: {note}\nFirst error: {first}")
             self.notes.append(note)
         return self.counts()
+
+    def _logprobs(self, client: ModelClient, desc: str) -> list[Any]:
+        """The first answer token's log-probabilities per item; an endpoint that answers without any
+        is an `EndpointError` (it cannot be scored this way), naming it."""
+        results = client.generate(self.logprob_requests, desc=desc)
+        answered = [r for r in results if not r.failed]
+        if answered and all(r.logprobs is None for r in answered):
+            raise EndpointError(
+                f"{client.base_url} (model {client.model}) returned no log-probabilities on the "
+                f"{self.config.api} endpoint for any of {len(answered)} answers: scoring={self.scoring!r} "
+                "needs a server that returns them (OpenAI, vLLM, llama.cpp's llama-server); use scoring='text'")
+        self.logprob_results = list(results)
+        return self.logprob_results
+
+    def _json_answers(self, client: ModelClient, desc: str) -> list[Any]:
+        """Token classification: one JSON object per item through the structured-output chain
+        (json_schema -> json_object -> text, as the judges ask), as generation results."""
+        from evekit.structured import ask_json
+        from evekit.types import GenerationResult
+
+        answers = ask_json(client, [r.messages for r in self.requests], dict(self.task.json_schema),
+                           max_tokens=self.max_tokens, temperature=self.config.temperature, name="entities",
+                           desc=desc)
+        out = []
+        for a in answers:
+            if a.parsed is None and a.raw is None:  # no reply came back: the infrastructure's failure
+                out.append(GenerationResult(text=None, error=a.error))
+            else:
+                text = json.dumps(a.parsed, ensure_ascii=False) if a.parsed is not None else a.raw
+                out.append(GenerationResult(text=text, raw=a.raw))
+        return out
 
     @property
     def all_failed(self) -> bool:
@@ -581,11 +635,15 @@ class TaskRun:
         print(f"Saved outputs to {report.display_path(out)}")
         return out
 
+    def _first_token_logprobs(self, i: int) -> list[dict[str, Any]] | None:
+        res = self.logprob_results[i] if i < len(self.logprob_results) else None
+        return getattr(res, "logprobs", None)
+
     def model_outputs(self) -> list[dict[str, Any]]:
         """One record per item for model_outputs.jsonl: the exact messages (chat) or prompt
         (completions) sent, few-shot examples included; the item's own prompt without them; the
-        raw response, the parsed answer, finish_reason, completion_tokens, logprobs (null: evekit
-        does not request them) and the item's own fields."""
+        raw response, the parsed answer, finish_reason, completion_tokens, logprobs (the first answer
+        token's top alternatives when `scoring` is logprobs or both, else null) and the item's own fields."""
         s = self.samples
         assert s is not None, "run generate() first"
         api = self.config.api
@@ -609,7 +667,7 @@ class TaskRun:
                 "finish_reason": _plain(row.get("finish_reason")),
                 "truncated": bool(row.get("truncated")),
                 "completion_tokens": _plain(row.get("completion_tokens")),
-                "logprobs": getattr(res, "logprobs", None),
+                "logprobs": self._first_token_logprobs(i),
                 # The dataset's own fields (no file path: it would be machine-specific).
                 "item": {"question": item.question, "target": item.target, "row": item.row, **item.fields},
             })

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import json
 import logging
 from collections import Counter
 import math
@@ -714,6 +715,129 @@ def task_metrics(task: Task | str, df: pd.DataFrame, *, seed: int = 0, n_boot: i
         if summary is not None:
             out[name] = summary
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Scoring from log-probabilities (`scoring: logprobs` / `both`)
+
+SCORING = ("text", "logprobs", "both")
+LOGPROB_TOP = 20  # top alternatives asked for the first answer token (OpenAI allows up to 20)
+LOGPROB_MAX_TOKENS = 1  # only the first answer token is read
+RELIABILITY_PLOT = PlotSpec("reliability", "reliability.png")
+_TOKEN_STRIP = " \t\n.:,;)(*\"'`[]"
+
+
+def supports_logprobs(task: Task | str) -> bool:
+    """Multiple choice with one answer and classification: one label answers the item."""
+    return get_task(task).kind in ("multiple_choice", "classification")
+
+
+def scoring_task(task: Task | str, scoring: str) -> Task:
+    """`task` scored as `scoring` says: "text" as it is; "logprobs" adds `brier` and `ece` (its `acc`
+    then comes from the log-probabilities); "both" adds `acc_logprobs`, `brier`, `ece` beside the
+    parsed-text metrics. Both add the reliability diagram."""
+    task = get_task(task)
+    if scoring not in SCORING:
+        raise ValueError(f"scoring={scoring!r}; use one of: {', '.join(SCORING)}")
+    if scoring == "text":
+        return task
+    if not supports_logprobs(task):
+        raise ValueError(f"scoring={scoring!r} needs a multiple-choice (one answer) or classification task; "
+                         f"{task.name} is {task.kind}")
+    extra = ("brier", "ece") if scoring == "logprobs" else ("acc_logprobs", "brier", "ece")
+    return dataclasses.replace(task, metrics=(*task.metrics, *extra), plots=(*task.plots, RELIABILITY_PLOT))
+
+
+def logprob_requests(requests: Sequence[GenerationRequest], top: int = LOGPROB_TOP,
+                     max_tokens: int = LOGPROB_MAX_TOKENS) -> list[GenerationRequest]:
+    """The same prompts, asking for the first answer token and its `top` alternatives."""
+    return [dataclasses.replace(r, max_tokens=max_tokens, top_logprobs=top) for r in requests]
+
+
+def answer_options(task: Task, item: Item) -> list[tuple[str, list[str]]]:
+    """(label, the words that name it) for every valid answer of `item`: its choice letters, or the
+    task's labels with their prompt words (`label_mapping`)."""
+    if item.fields.get("labels"):
+        return [(lab, [lab]) for lab in item.fields["labels"]]
+    mapping = getattr(task, "label_mapping", {}) or {}
+    return [(lab, list(dict.fromkeys([mapping.get(lab, lab), lab]))) for lab in task.labels]
+
+
+def first_token_probs(task: Task, item: Item, logprobs: Sequence[Mapping[str, Any]] | None
+                      ) -> tuple[dict[str, float], float, str | None]:
+    """({label: probability}, mass, reason) from the first generated token's top alternatives.
+
+    A token names a label when, stripped of spaces and punctuation and lower-cased, it is a choice
+    letter, or the start of exactly one label's word (classification: "Sent" does not tell
+    Sentinel-1 from Sentinel-2 and names none). The probabilities of the tokens naming a label
+    are added (" A" and "A" alike), then renormalised over the labels; `mass` is the share of the
+    whole distribution they had. No label among them: ({}, 0, the reason) — an unparsed answer."""
+    if not logprobs:
+        return {}, 0.0, "no log-probabilities came back for this answer"
+    first = logprobs[0]
+    alts = list(first.get("top_logprobs") or []) or [{"token": first.get("token"), "logprob": first.get("logprob")}]
+    options = answer_options(task, item)
+    letters = bool(item.fields.get("labels"))
+    mass: dict[str, float] = {}
+    for alt in alts:
+        if alt.get("logprob") is None:
+            continue
+        word = str(alt.get("token") or "").strip(_TOKEN_STRIP).lower()
+        if not word:
+            continue
+        named = [lab for lab, words in options
+                 if any(w.lower() == word or (not letters and w.lower().startswith(word)) for w in words)]
+        if len(named) == 1:
+            mass[named[0]] = mass.get(named[0], 0.0) + math.exp(float(alt["logprob"]))
+    total = sum(mass.values())
+    if total <= 0:
+        shown = repr(first.get("token"))
+        return {}, 0.0, (f"no valid answer among the {len(alts)} most probable first tokens "
+                         f"(the first token was {shown})")
+    return {lab: mass.get(lab, 0.0) / total for lab, _ in options}, min(1.0, total), None
+
+
+def add_logprob_scores(task: Task | str, items: Sequence[Item], results: Sequence[GenerationResult],
+                       samples: pd.DataFrame, *, replace_text: bool) -> pd.DataFrame:
+    """`samples` with the log-probability scores of `results` (one per item, asked with
+    `logprob_requests`): `logprob_answer` (the most probable valid label; ties: label order),
+    `logprob_confidence` (its renormalised probability; 0 when no label was found), `logprob_mass`,
+    `logprob_probs` (JSON), `logprob_reason`, `acc_logprobs` and `brier`. An item whose call failed
+    gets NaN (excluded). `replace_text` (scoring "logprobs"): `parsed`, `unparsed`, `acc` (and
+    `pred_code`) are the log-probability answer's."""
+    task = get_task(task)
+    df = samples.copy()
+    rows = []
+    for item, res in zip(items, results):
+        if res.failed:
+            rows.append({"logprob_answer": None, "logprob_confidence": math.nan, "logprob_mass": math.nan,
+                         "logprob_probs": None, "logprob_reason": None, "acc_logprobs": math.nan,
+                         "brier": math.nan})
+            continue
+        probs, total, reason = first_token_probs(task, item, res.logprobs)
+        labels = [lab for lab, _ in answer_options(task, item)]
+        answer = max(labels, key=lambda lab: (probs.get(lab, 0.0), -labels.index(lab))) if probs else None
+        rows.append({
+            "logprob_answer": answer, "logprob_confidence": probs.get(answer, 0.0) if answer else 0.0,
+            "logprob_mass": total, "logprob_probs": json.dumps({k: round(v, 6) for k, v in probs.items()}),
+            "logprob_reason": reason, "acc_logprobs": float(answer == item.target),
+            "brier": M.brier_score([probs.get(lab, 0.0) for lab in labels], labels.index(item.target)
+                                   if item.target in labels else -1),
+        })
+    lp = pd.DataFrame(rows, index=df.index)
+    for col in lp.columns:
+        df[col] = lp[col]
+    if replace_text:
+        ok = ~df["failed"].astype(bool)
+        df.loc[ok, "parsed"] = lp.loc[ok, "logprob_answer"]
+        df.loc[ok, "unparsed"] = lp.loc[ok, "logprob_reason"].notna()
+        df.loc[ok, "unparsed_reason"] = lp.loc[ok, "logprob_reason"]
+        df.loc[ok, "acc"] = lp.loc[ok, "acc_logprobs"]
+        if "pred_code" in df.columns:
+            codes = [float([lab for lab, _ in answer_options(task, it)].index(a)) if a else -1.0
+                     for it, a in zip(items, lp["logprob_answer"])]
+            df.loc[ok, "pred_code"] = pd.Series(codes, index=df.index)[ok]
+    return df
 
 
 def count_failures(df: pd.DataFrame) -> dict[str, int]:

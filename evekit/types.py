@@ -26,6 +26,9 @@ class GenerationRequest:
     response_format: dict[str, Any] | None = None
     # Distinguishes repeated samples of the same prompt at temperature > 0 in the cache.
     sample_index: int = 0
+    # Ask for the log-probabilities of the generated tokens with this many top alternatives each
+    # (None: not asked). Chat sends logprobs=true + top_logprobs=k, completions logprobs=k.
+    top_logprobs: int | None = None
 
     def __post_init__(self) -> None:
         if (self.messages is None) == (self.prompt is None):
@@ -61,6 +64,9 @@ class GenerationResult:
     # The server refused this exact request's format (llama.cpp answers a `json_schema` it cannot
     # follow with HTTP 500): the same request gets the same refusal, so it is cached like an answer.
     rejected: bool = False
+    # Per generated token {"token", "logprob", "top_logprobs": [{"token", "logprob"}, ...]} when the
+    # request asked for them and the server sent them (None otherwise).
+    logprobs: list[dict[str, Any]] | None = None
 
     @property
     def failed(self) -> bool:

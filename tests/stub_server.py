@@ -20,6 +20,10 @@ Per-prompt behaviour is selected with a marker anywhere in the prompt, e.g. "[[t
   [[no_max_tokens]]  400 when the body uses `max_tokens` (like OpenAI's reasoning models)
   [[bad_format]]     500 with a validation error about `response_format` (as llama.cpp's
                      server answers a json_schema it does not support)
+  [[lp:A=0.6,' B'=0.3,C=0.1]]  when the request asks for log-probabilities: the first token's top
+                     alternatives are these tokens with these probabilities (most probable first; the
+                     answer is the first); without the marker the answer token "echo" has logprob 0
+  [[no_logprobs]]    never send log-probabilities, even when asked (as servers that ignore the field)
 
 Usage from Python::
 
@@ -46,6 +50,36 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 _MARKER = re.compile(r"\[\[(\w+)\]\]")
+_LOGPROBS = re.compile(r"\[\[lp:([^\]]*)\]\]")
+
+
+def _top_logprobs(prompt: str) -> list[tuple[str, float]]:
+    """(token, logprob) of the `[[lp:...]]` marker, most probable first; quotes keep spaces."""
+    import math
+
+    found = _LOGPROBS.search(prompt)
+    if not found:
+        return [("echo", 0.0)]
+    pairs = []
+    for part in found.group(1).split(","):
+        token, _, prob = part.rpartition("=")
+        pairs.append((token.strip().strip("'"), math.log(float(prob))))
+    return sorted(pairs, key=lambda tp: -tp[1])
+
+
+def _logprobs_block(prompt: str, body: dict[str, Any], chat: bool) -> dict[str, Any] | None:
+    """The choice's `logprobs` as OpenAI shapes it for chat and for completions, if asked for."""
+    wanted = body.get("logprobs")
+    if not wanted:
+        return None
+    k = int(body.get("top_logprobs") or 0) if chat else int(wanted)
+    top = _top_logprobs(prompt)[:max(k, 1)]
+    token, logprob = top[0]
+    if chat:
+        return {"content": [{"token": token, "logprob": logprob, "bytes": list(token.encode()),
+                             "top_logprobs": [{"token": t, "logprob": lp, "bytes": list(t.encode())}
+                                              for t, lp in top]}]}
+    return {"tokens": [token], "token_logprobs": [logprob], "top_logprobs": [dict(top)], "text_offset": [0]}
 
 
 @dataclass
@@ -136,6 +170,9 @@ def build_app(cfg: StubConfig):  # -> aiohttp.web.Application
             reasoning = f"pondering {prompt}"
         elif "reasoning_null" in marks:
             reasoning, answer = f"pondering {prompt}", None
+        logprobs = None if "no_logprobs" in marks else _logprobs_block(prompt, body, chat)
+        if logprobs is not None:  # the answer is the most probable token, as a server's would be
+            answer = (logprobs["content"][0]["token"] if chat else logprobs["tokens"][0])
         usage = {"prompt_tokens": len(prompt.split()), "completion_tokens": len((answer or "").split())}
         usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
         if chat:
@@ -145,6 +182,8 @@ def build_app(cfg: StubConfig):  # -> aiohttp.web.Application
             choice: dict[str, Any] = {"index": 0, "message": message, "finish_reason": "stop"}
         else:
             choice = {"index": 0, "text": answer, "finish_reason": "stop"}
+        if logprobs is not None:
+            choice["logprobs"] = logprobs
         return web.json_response({
             "id": "stub", "object": "chat.completion" if chat else "text_completion",
             "created": 0, "model": model,
