@@ -210,8 +210,10 @@ CUSTOM_PARAMETERS = parameters_cell(
 def build_custom() -> nbformat.NotebookNode:
     """The generic notebook for custom tasks: the same story as the EVE task notebooks."""
     intro = ("# Your own task (`custom_task`)\n\nEvaluates a task you define in a YAML file: multiple "
-             "choice, classification with a label list, open questions judged by LLM judges, text-to-text "
-             "(ROUGE-L, BLEU) or extractive QA (token F1, exact match), on your own CSV, JSONL or Parquet "
+             "choice and classification with a label list (accuracy, MCC, macro-F1; `scoring: logprobs` "
+             "scores the first answer token's probabilities, with calibration), open questions judged by LLM "
+             "judges, text-to-text (ROUGE-L, BLEU), extractive QA (token F1, exact match) or entity tagging "
+             "(`token_classification`: micro-F1 over entity spans), on your own CSV, JSONL or Parquet "
              "file or a hub dataset. `task_file` is evekit's task YAML or a dataset's Inspect AI "
              "`eval.yaml`; see params/examples/tasks/. Batch: `papermill notebooks/custom_task.ipynb out.ipynb "
              "-f params/examples/custom_task.sentinel_missions.yaml`. Every metric comes with a 95% "

@@ -5,7 +5,10 @@
 1. starts the embedded llama.cpp server and runs every notebook with its default parameters but
    `offline=False`, so each model and judge call really happens and lands in the cache
    `tests/fixtures/recorded_cache/`;
-2. exports that cache as the reviewable `tests/fixtures/recorded_cache/recorded.jsonl`, copies the two
+   (plus the variants the tests replay: open_ended with five shots, the entity-tagging custom task,
+   mcqa_single_answer with `scoring: both`);
+2. exports that cache as the reviewable `tests/fixtures/recorded_cache/recorded.jsonl` (the folder is
+   emptied first: parity.jsonl, the parity variants recorded before this script ran them, goes), copies the two
    open_ended sample files the win-rate notebook compares to `tests/fixtures/win_rate/`;
 3. re-executes every notebook with its defaults (offline replay from that recording) and writes it
    back into notebooks/ with its outputs. `pytest --nbval notebooks/` then re-runs them and compares.
@@ -77,6 +80,13 @@ def main() -> int:
         nb = ROOT / "notebooks" / "open_ended.ipynb"
         execute("open_ended", scratch / "open_ended.5shot.ipynb", offline=False, base_url=url,
                 judges=judges_at(url, nb), num_fewshot=5, run_name="recorded-5shot")
+        # Task parity (tests/test_parity.py replays these): the entity-tagging example of the custom
+        # task notebook, and mcqa_single_answer scored from first-token log-probabilities beside the text.
+        execute("custom_task", scratch / "custom_task.eo_entities.ipynb", offline=False, base_url=url,
+                task_file="params/examples/tasks/eo_entities.yaml", cache_dir=str(CACHE.relative_to(ROOT)),
+                run_name="recorded-parity")
+        execute("mcqa_single_answer", scratch / "mcqa_single_answer.logprobs.ipynb", offline=False, base_url=url,
+                scoring="both", run_name="recorded-parity")
         WIN_RATE_FIXTURES.mkdir(parents=True, exist_ok=True)
         for run, shots in (("recorded", "0shot"), ("recorded-5shot", "5shot")):
             shutil.copy(ROOT / "outputs" / run / "smollm2-135m-instruct" / "open_ended" / "samples.csv",
