@@ -117,6 +117,22 @@ def _eee_uncertainty(m: dict[str, Any], n: int) -> dict[str, Any]:
     return out
 
 
+def _eee_range(name: str) -> tuple[float, float, bool]:
+    """(min_score, max_score, lower_is_better) of a metric: the registry's facts (mcc and kappa go
+    down to -1, the Brier score up to 2, ECE and Brier are better low); 0-1, higher better otherwise."""
+    from evekit.metrics import get_metric
+
+    try:
+        metric = get_metric(name)
+    except KeyError:
+        return 0, 1, False
+    low, high = metric.bounds
+    if name == "fleiss_kappa":
+        low = -1
+    return (int(low) if float(low).is_integer() else low), (int(high) if float(high).is_integer() else high), \
+        not metric.higher_is_better
+
+
 def to_eee(results: dict[str, Any], *, dataset: str) -> dict[str, Any]:
     """One result in the Every Eval Ever schema 0.2.1 (its `eval.schema.json`; the fields EuroEval
     documents). Metrics without a numeric value are left out (the schema's `score` is a number)."""
@@ -128,15 +144,15 @@ def to_eee(results: dict[str, Any], *, dataset: str) -> dict[str, Any]:
         value = json_safe(m.get("value"))
         if not isinstance(value, (int, float)) or isinstance(value, bool):
             continue
-        bounded = name not in {"fleiss_kappa"}
+        lowest, highest, lower_is_better = _eee_range(name)
         evaluation_results.append({
             "evaluation_name": name,
             "source_data": dict(source_data),
             "metric_config": {
-                "lower_is_better": False,
+                "lower_is_better": lower_is_better,
                 "score_type": "continuous",
-                "min_score": 0 if bounded else -1,
-                "max_score": 1,
+                "min_score": lowest,
+                "max_score": highest,
             },
             "score_details": {
                 "score": value,

@@ -432,3 +432,19 @@ def test_embedded_server_returns_first_token_logprobs(embedded_server, tmp_path)
     run.generate()
     assert all(r.logprobs and r.logprobs[0]["top_logprobs"] for r in run.logprob_results)
     assert run.samples["logprob_confidence"].between(0, 1).all()
+
+
+def test_eee_record_carries_each_metric_range_and_direction():
+    from evekit import report
+
+    results = report.build_results(
+        task="mcqa_single_answer", model="m",
+        samples=pd.DataFrame({"unparsed": [False, False], "failed": [False, False]}),
+        metrics={name: {"value": 0.3, "ci_low": 0.1, "ci_high": 0.5, "n": 2}
+                 for name in ("acc", "mcc", "brier", "ece", "micro_f1")},
+        usage={"requests": 2}, params={"api": "chat", "num_fewshot": 0})
+    got = {r["evaluation_name"]: r["metric_config"] for r in report.to_eee(results, dataset="x/y")["evaluation_results"]}
+    assert (got["acc"]["min_score"], got["acc"]["max_score"], got["acc"]["lower_is_better"]) == (0, 1, False)
+    assert (got["mcc"]["min_score"], got["mcc"]["max_score"]) == (-1, 1)
+    assert (got["brier"]["max_score"], got["brier"]["lower_is_better"]) == (2, True)
+    assert got["ece"]["lower_is_better"] and not got["micro_f1"]["lower_is_better"]
