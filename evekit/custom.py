@@ -678,7 +678,7 @@ def task_from_dict(spec: Mapping[str, Any], where: str = "<task>", base: Path | 
         "extractive_qa": (T.PlotSpec("score_distribution", f"{metrics[0]}_distribution.png", metrics[0]),),
         "open_qa": ((T.PlotSpec("score_distribution", "rougeL_distribution.png", "rougeL", without_judges=True),)
                     if "rougeL" in metrics else ()),
-        "token_classification": (),
+        "token_classification": (T.PlotSpec("entity_counts", "entity_counts.png"),),
     }[kind]
     ref: list[CustomTask] = []
     task = CustomTask(

@@ -262,6 +262,30 @@ def reliability(samples: pd.DataFrame, *, title: str = "") -> Figure:
     return fig
 
 
+def entity_counts(samples: pd.DataFrame, *, title: str = "") -> Figure:
+    """Token classification: entities found right (true positives), wrong (false positives: a span or
+    category that is not a gold entity), missed (false negatives), and predicted spans that do not
+    occur in the text (they cannot be tagged), summed over the answered items."""
+    used = samples[~samples["failed"].astype(bool)]
+    counts = {"right (TP)": used["ner_tp"].sum(), "wrong (FP)": used["ner_fp"].sum(),
+              "missed (FN)": used["ner_fn"].sum()}
+    if "spans_not_in_text" in used:
+        counts["not in the text (not scored)"] = used["spans_not_in_text"].sum()
+    tp, fp, fn = counts["right (TP)"], counts["wrong (FP)"], counts["missed (FN)"]
+    f1 = 2 * tp / (2 * tp + fp + fn) if 2 * tp + fp + fn else float("nan")
+    fig, ax = plt.subplots(figsize=(5.8, 2.8), layout="constrained")
+    names = list(counts)[::-1]
+    values = [int(counts[k]) for k in names]
+    ax.barh(names, values, color=["#8c8c8c", "#e07b39", "#c44e52", "#2f6f9f"][-len(names):])
+    for y, v in enumerate(values):
+        ax.text(v, y, f" {v}", va="center", fontsize=9)
+    ax.set_xlabel("entities (exact category and span)")
+    ax.set_xlim(0, max(values + [1]) * 1.15)
+    ax.set_title(f"{title}\nmicro-F1 {f1:.3f} over {len(used)} items" if title else f"micro-F1 {f1:.3f}",
+                 fontsize=10)
+    return fig
+
+
 def _task_plot_score_distribution(samples: pd.DataFrame, task: Any, metric: str | None, title: str) -> Figure:
     return score_distribution(samples, metric or task.metrics[0], title=title)
 
@@ -274,6 +298,7 @@ TASK_PLOTS: dict[str, Callable[[pd.DataFrame, Any, "str | None", str], Figure]] 
     "score_distribution": _task_plot_score_distribution,
     "confusion": lambda s, task, metric, title: confusion(s, title=title),
     "reliability": lambda s, task, metric, title: reliability(s, title=title),
+    "entity_counts": lambda s, task, metric, title: entity_counts(s, title=title),
 }
 
 

@@ -408,6 +408,8 @@ def test_entity_example_replays_from_the_recording(tmp_path, recording):
     m = run.compute_metrics()["micro_f1"]
     assert m["value"] == pytest.approx(2 * tp / (2 * tp + fp + fn)) and m["n"] == 36
     assert m["ci_low"] < m["value"] < m["ci_high"]
+    run.plots()
+    assert list(run.figures) == ["entity_counts.png"]
 
 
 def test_mcqa_logprob_run_replays_from_the_recording(tmp_path, recording):
