@@ -469,11 +469,18 @@ def _parse_tokens(categories: Sequence[str]):
 
 
 def _score_tokens(p: T.Parsed, item: Item) -> dict[str, float]:
+    """Entity counts for micro_f1, spans that are not in the text, and `entity_f1`, the item's own F1
+    (1 with no gold and no predicted entity): not a reported metric, it says which items went wrong."""
     gold = {tuple(e) for e in item.fields["entities"]}
+    missing = 0
     if p.reason is not None or p.value is None:  # unparsed: no entity found, every gold one missed
-        return {**entity_counts(gold, set()), "spans_not_in_text": 0.0}
-    tags, missing = tags_from_spans(item.fields["tokens"], json.loads(p.value))
-    return {**entity_counts(gold, entities_from_tags(tags)), "spans_not_in_text": float(missing)}
+        counts = entity_counts(gold, set())
+    else:
+        tags, missing = tags_from_spans(item.fields["tokens"], json.loads(p.value))
+        counts = entity_counts(gold, entities_from_tags(tags))
+    den = 2 * counts["ner_tp"] + counts["ner_fp"] + counts["ner_fn"]
+    return {**counts, "spans_not_in_text": float(missing),
+            "entity_f1": 2 * counts["ner_tp"] / den if den else 1.0}
 
 
 def _render(task_ref: list[CustomTask]):

@@ -520,13 +520,14 @@ class TaskRun:
     def failing(self) -> pd.DataFrame:
         """Answered items the model failed, worst first: the headline metric's per-item value below
         its maximum (1: a 0 of a 0/1 metric, judge_voting 0 for judged tasks; a corpus headline
-        such as f1 uses the per-item `acc`), and every unparsed answer."""
+        such as f1 uses the per-item `acc`, micro_f1 the per-item `entity_f1`), and every unparsed answer."""
         s = self.samples
         assert s is not None, "run generate() first"
         answered = self.answered
         key = tasks.metric_column(self.headline, self.judge_names)
         if key not in s.columns:
-            key = "acc" if "acc" in s.columns else None
+            # A corpus headline: a per-item score that says which items went wrong.
+            key = next((c for c in ("acc", "entity_f1") if c in s.columns), None)
         unparsed = answered["unparsed"].astype(bool)
         if key is None:
             return answered[unparsed]
@@ -549,7 +550,8 @@ class TaskRun:
             return None
         key = tasks.metric_column(self.headline, self.judge_names)
         shown = ["doc_id", "doc.Question", "target", "filtered_resps"]
-        extra = [c for c in ("doc.Choices", "doc.Answer", "parsed", "unparsed_reason", key, "acc", "truncated")
+        extra = [c for c in ("doc.Choices", "doc.Answer", "parsed", "unparsed_reason", key, "acc", "entity_f1",
+                             "truncated")
                  if c in s.columns and c not in shown]
         extra += [f"judge_{j}_reasoning" for j in self.judge_names if f"judge_{j}_reasoning" in s.columns]
         total, k = len(failing), min(n, len(failing))

@@ -146,6 +146,8 @@ def test_span_counts_hand_computed(answer, counts, missing):
     scores = task.score(parsed, item)
     assert (scores["ner_tp"], scores["ner_fp"], scores["ner_fn"]) == counts
     assert scores["spans_not_in_text"] == missing
+    tp, fp, fn = counts
+    assert scores["entity_f1"] == pytest.approx(2 * tp / (2 * tp + fp + fn))
 
 
 def test_span_micro_f1_over_the_corpus_with_an_unparsed_answer():
@@ -410,6 +412,10 @@ def test_entity_example_replays_from_the_recording(tmp_path, recording):
     assert m["ci_low"] < m["value"] < m["ci_high"]
     run.plots()
     assert list(run.figures) == ["entity_counts.png"]
+    # The items to read are those with any entity wrong or missed, worst first.
+    failing = run.failing()
+    wrong = s[(s["ner_fp"] + s["ner_fn"]) > 0]
+    assert set(failing["doc_id"]) == set(wrong["doc_id"]) and failing["entity_f1"].is_monotonic_increasing
 
 
 def test_mcqa_logprob_run_replays_from_the_recording(tmp_path, recording):
