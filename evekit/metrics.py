@@ -408,6 +408,10 @@ class Metric:
     statistic: Callable[..., Any] | None = None
     # The range a per-item value can take (a graded mean's interval stays inside it).
     bounds: tuple[float, float] = (0.0, 1.0)
+    # A corpus statistic's interval method (None: the kind's default; "basic": reflected bootstrap).
+    interval_method: str | None = None
+    # Said in results.json next to the value (e.g. what the interval's measured coverage is).
+    note: str | None = None
 
     @property
     def per_item(self) -> bool:
@@ -433,7 +437,12 @@ class Metric:
         values = samples[list(self.inputs)].to_numpy(dtype=float)
         if self.kind == "corpus":
             stat = self.name if self.name in _CORPUS_STATS else self.statistic
-            out = stats.interval(values, "corpus", stat=stat, seed=seed, n_boot=n_boot)
+            out = stats.interval(values, "corpus", stat=stat, seed=seed, n_boot=n_boot, method=self.interval_method)
+            if self.interval_method == "basic" and np.isfinite(out.get("ci_low", np.nan)):
+                lo, hi = self.bounds  # a reflected interval may step outside the statistic's range
+                out["ci_low"], out["ci_high"] = max(lo, out["ci_low"]), min(hi, out["ci_high"])
+            if self.note and np.isfinite(out.get("value", np.nan)):
+                out["note"] = self.note
         elif self.kind == "agreement":
             out = stats.interval(values, "kappa", seed=seed, n_boot=n_boot)
         elif self.kind == "graded_mean":
@@ -518,7 +527,10 @@ for _metric in (
            higher_is_better=False, bounds=(0.0, 2.0)),
     Metric("ece", "corpus", f"expected calibration error over {ECE_BINS} equal-width confidence bins",
            higher_is_better=False, columns=("logprob_confidence", "acc_logprobs"),
-           statistic=expected_calibration_error),
+           statistic=expected_calibration_error, interval_method="basic",
+           note=("ece: the binned estimate is biased upward on few items; its basic-bootstrap interval "
+                 "covered the population value in about 83% of simulations at n=30 and 87-89% at n=60 "
+                 "(tests/test_parity.py): read it as approximate below a few hundred items")),
     Metric("llm_as_judge", "proportion", "share of answers the judge passed", columns=()),
     Metric("judge_voting", "proportion", "share of answers the judges' majority vote passed"),
     Metric("llm_as_judge_avg", "graded_mean", "mean over items of the share of judges that passed it"),

@@ -339,6 +339,8 @@ def corpus_interval(values: Any, stat: str | Stat = "f1", *, method: str | None 
     Reported as `n_informative`. Any other callable `stat(data, axis=...)` (or method
     "bootstrap") -> percentile bootstrap of the statistic recomputed on each resample;
     resamples where it is undefined (NaN) are dropped and counted: `n_defined` of `n_boot`.
+    Method "basic" reflects those percentiles about the estimate (2 * value - q): for a statistic
+    biased upward at small n, such as the binned calibration error, whose resamples are biased further.
     """
     data = _clean(values)
     if data.ndim == 1:
@@ -348,8 +350,8 @@ def corpus_interval(values: Any, stat: str | Stat = "f1", *, method: str | None 
     if named and stat not in _CORPUS_NAMES:
         raise ValueError(f"unknown corpus statistic {stat!r}; choose from {_CORPUS_NAMES} or pass a callable")
     method = method or ("wilson_conditional" if named else "bootstrap")
-    if method not in ("wilson_conditional", "bootstrap"):
-        raise ValueError("corpus method must be 'wilson_conditional' or 'bootstrap'")
+    if method not in ("wilson_conditional", "bootstrap", "basic"):
+        raise ValueError("corpus method must be 'wilson_conditional', 'bootstrap' or 'basic'")
     if named and (data.shape[1] != 2 or not _binary(data)):
         raise ValueError("precision/recall/F1 need rows of (pred, gold) 0/1 values")
     fn_stat: Stat = _corpus_named(stat) if named else stat  # type: ignore[arg-type]
@@ -373,13 +375,16 @@ def corpus_interval(values: Any, stat: str | Stat = "f1", *, method: str | None 
                       "method": method, "n_informative": m})
     dist = bootstrap_distribution(data, fn_stat, n_boot=n_boot, seed=seed)
     defined = dist[np.isfinite(dist)]
-    out: dict[str, Any] = {"value": value, "n": n, "method": "percentile", "n_boot": n_boot,
+    label = "percentile" if method == "bootstrap" else "basic bootstrap"
+    out: dict[str, Any] = {"value": value, "n": n, "method": label, "n_boot": n_boot,
                            "n_defined": int(len(defined))}
     if len(defined) == 0:
-        out.update(ci_low=float("nan"), ci_high=float("nan"), method="percentile (no defined resample)")
+        out.update(ci_low=float("nan"), ci_high=float("nan"), method=f"{label} (no defined resample)")
     else:
         alpha = (1 - level) / 2
         low, high = np.percentile(defined, [100 * alpha, 100 * (1 - alpha)])
+        if method == "basic":  # reflected about the estimate: undoes a bias the resamples share
+            low, high = 2 * value - high, 2 * value - low
         out.update(ci_low=float(low), ci_high=float(high))
         if low == high:
             out["method"] = "percentile (degenerate: every defined resample gave the same value)"

@@ -456,3 +456,46 @@ def test_eee_record_carries_each_metric_range_and_direction():
     assert (got["mcc"]["min_score"], got["mcc"]["max_score"]) == (-1, 1)
     assert (got["brier"]["max_score"], got["brier"]["lower_is_better"]) == (2, True)
     assert got["ece"]["lower_is_better"] and not got["micro_f1"]["lower_is_better"]
+
+
+# ----------------------------------------------------------------------------- interval coverage
+
+def _draw_codes(n, rng, k=4):
+    gold = rng.integers(0, k, n)
+    r = rng.random(n)
+    pred = np.where(r < 0.55, gold, np.where(r < 0.9, rng.integers(0, k, n), -1))  # 10% unparsed
+    return pd.DataFrame({"gold_code": gold, "pred_code": pred}, dtype=float)
+
+
+def _draw_entities(n, rng):
+    gold = rng.poisson(2.5, n)
+    tp = rng.binomial(gold, 0.6)
+    return pd.DataFrame({"ner_tp": tp, "ner_fp": rng.poisson(0.8, n), "ner_fn": gold - tp}, dtype=float)
+
+
+def _draw_calibration(n, rng):
+    conf = rng.uniform(0.25, 1.0, n)
+    return pd.DataFrame({"logprob_confidence": conf, "acc_logprobs": (rng.random(n) < conf ** 1.5).astype(float)})
+
+
+@pytest.mark.parametrize("name, draw, n, floor", [
+    ("mcc", _draw_codes, 60, 0.90),
+    ("macro_f1", _draw_codes, 60, 0.89),
+    ("micro_f1", _draw_entities, 36, 0.92),
+    # The binned ECE is biased upward on few items (the percentile bootstrap covered 44% at n=60);
+    # the reflected (basic) bootstrap measured 0.89 there: the floor says what it is, and the metric's
+    # note says so in results.json.
+    ("ece", _draw_calibration, 60, 0.84),
+])
+def test_bootstrap_interval_coverage_of_the_parity_metrics(name, draw, n, floor):
+    """200 seeded datasets from a stated population; the truth is the statistic on 10^6 items."""
+    metric = M.get_metric(name)
+    truth = float(metric.statistic(draw(1_000_000, np.random.default_rng(1)).to_numpy()))
+    rng = np.random.default_rng(11)
+    hits = []
+    for i in range(200):
+        out = metric.summarize(draw(n, rng), seed=i, n_boot=1000)
+        hits.append(out["ci_low"] - 1e-12 <= truth <= out["ci_high"] + 1e-12)
+    coverage = float(np.mean(hits))
+    print(f"{name} n={n}: coverage {coverage:.3f} (truth {truth:.4f})")
+    assert coverage >= floor
