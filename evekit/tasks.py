@@ -833,6 +833,8 @@ def add_logprob_scores(task: Task | str, items: Sequence[Item], results: Sequenc
         df.loc[ok, "unparsed"] = lp.loc[ok, "logprob_reason"].notna()
         df.loc[ok, "unparsed_reason"] = lp.loc[ok, "logprob_reason"]
         df.loc[ok, "acc"] = lp.loc[ok, "acc_logprobs"]
+        # One token is all that was asked for: stopping there is no truncation of an answer.
+        df.loc[ok, "truncated"] = False
         if "pred_code" in df.columns:
             codes = [float([lab for lab, _ in answer_options(task, it)].index(a)) if a else -1.0
                      for it, a in zip(items, lp["logprob_answer"])]

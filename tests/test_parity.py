@@ -292,6 +292,7 @@ def test_logprob_scoring_against_a_stub_server(tmp_path, api):
     s = run.samples
     assert list(s["parsed"].fillna("-")) == ["A", "B", "-"] and list(s["unparsed"]) == [False, False, True]
     assert list(s["acc"]) == [1.0, 0.0, 0.0]
+    assert not s["truncated"].any()  # one token was asked for: not a cut-off answer
     assert s["logprob_confidence"].tolist() == pytest.approx([0.6, 7 / 9, 0.0])
     briers = [0.4 ** 2 + 0.3 ** 2 + 0.1 ** 2, (7 / 9) ** 2 + (1 - 2 / 9) ** 2, 1.0]
     assert s["brier"].tolist() == pytest.approx(briers)
@@ -499,3 +500,18 @@ def test_bootstrap_interval_coverage_of_the_parity_metrics(name, draw, n, floor)
     coverage = float(np.mean(hits))
     print(f"{name} n={n}: coverage {coverage:.3f} (truth {truth:.4f})")
     assert coverage >= floor
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "params/examples").glob("*.yaml")), ids=lambda p: p.name)
+def test_example_parameter_files_are_valid(path):
+    import yaml
+
+    values = yaml.safe_load(path.read_text())
+    notebook = path.name.split(".")[0]
+    if notebook == "custom_task":
+        values["task"] = load_task(values["task_file"]).name
+    else:
+        values["task"] = notebook
+    config = RunConfig.from_namespace(values)
+    if path.name == "mcqa_single_answer.logprobs.yaml":
+        assert config.scoring == "both"
