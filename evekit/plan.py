@@ -144,8 +144,19 @@ class _GgufTokenizer:
 
         from evekit.server import default_model_path
 
-        # verbose=False: llama-cpp-python silences llama.cpp's loading chatter itself.
-        self.llm = llama_cpp.Llama(str(default_model_path()), vocab_only=True, verbose=False)
+        # llama.cpp's loading chatter (a context-size warning that does not apply to a vocabulary)
+        # says nothing to a plan: its log is silenced while loading, then handed back.
+        import ctypes
+
+        from llama_cpp import _logger
+
+        if not _SILENT_LOG:
+            _SILENT_LOG.append(llama_cpp.llama_log_callback(lambda level, text, user_data: None))
+        llama_cpp.llama_log_set(_SILENT_LOG[0], ctypes.c_void_p(0))
+        try:
+            self.llm = llama_cpp.Llama(str(default_model_path()), vocab_only=True, verbose=False)
+        finally:
+            llama_cpp.llama_log_set(_logger.llama_log_callback, ctypes.c_void_p(0))
         template = self.llm.metadata.get("tokenizer.chat_template")
         text = self.llm._model.token_get_text
         self.format = Jinja2ChatFormatter(template, eos_token=text(self.llm.token_eos()),
@@ -160,6 +171,7 @@ class _GgufTokenizer:
         return len(self.llm.tokenize(prompt.encode("utf-8"), add_bos=False, special=True))
 
 
+_SILENT_LOG: list[Any] = []  # the silent log callback, kept alive while llama.cpp may call it
 _GGUF: list[Any] = []  # [tokenizer] once loaded, [None] when unavailable
 
 
@@ -279,10 +291,10 @@ def plan_files(param_files: Iterable[str | Path], *, notebooks_dir: str | Path |
             namespace["offline"] = True  # plan reads prepared copies and local files only, like an offline run
             try:
                 run = TaskRun.from_notebook(namespace)
-            except EvekitError as exc:
-                raise type(exc)(f"{path}: {exc}") from None
-            plan.task = run.task.name
-            _play(run, plan, caches)
+                plan.task = run.task.name
+                _play(run, plan, caches)
+            except EvekitError as exc:  # which file it was; a hub dataset needs `evekit prepare` first
+                raise type(exc)(f"{display_path(path)}: {exc}") from None
     finally:
         if own:
             for cache in caches.values():

@@ -323,3 +323,17 @@ def test_recorded_failures_in_the_cache(tmp_path):
         assert cache.clear_failures([key]) == 1
         cache.record_failures([(key, key_fields(MODEL, request), "late failure")])  # an answer stays an answer
         assert cache.get(key).text == "answer" and cache.clear_failures() == 0
+
+
+def test_the_demo_models_own_tokenizer_counts_what_the_server_reported():
+    """The GGUF tokenizer with its chat template gives the prompt_tokens the embedded server reported
+    for every recorded call (where llama-cpp-python is installed)."""
+    pytest.importorskip("llama_cpp", reason="llama-cpp-python (the `local` extra) is not installed")
+    from evekit.server import MODEL_NAME
+
+    recorded = [json.loads(l) for l in (REPO_ROOT / "tests/fixtures/recorded_cache/recorded.jsonl").open()]
+    recorded = [r for r in recorded if (r.get("response") or {}).get("prompt_tokens")][::6]
+    assert len(recorded) >= 40
+    for r in recorded:
+        request = GenerationRequest(messages=tuple(r["messages"]) if r["messages"] else None, prompt=r["prompt"])
+        assert plan.estimate_prompt_tokens(MODEL_NAME, request) == (r["response"]["prompt_tokens"], "gguf tokenizer")
