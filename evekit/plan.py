@@ -343,7 +343,8 @@ def _judge_bound(run: Any, plan: RunPlan) -> None:
     from evekit import tasks
     from evekit.structured import response_format
 
-    waiting = [it for it, r in zip(run.items, run.results) if r.failed and r.error == PENDING_ERROR]
+    # Answers not there yet: never sent, or failed in a batch (exported again); both replay as failed.
+    waiting = [it for it, r in zip(run.items, run.results) if r.failed and r.cached]
     specs = run.config.judge_specs()
     if not waiting or not specs:
         return

@@ -270,9 +270,11 @@ class TaskRun:
             print("No answered items (every call failed): nothing to judge.")
             return None
         c = self.config
-        # A judge entry's own `concurrency` caps its endpoint; otherwise the run's.
-        clients = {s.name: self._client(s.model, s.base_url, s.api_key_env, f"judge {s.name}", s.concurrency)
-                   for s in specs}
+        # The panel builds its own ModelClients, unless another client factory was put in (`evekit plan`);
+        # a judge entry's own `concurrency` caps its endpoint, otherwise the run's.
+        clients = None if self.client_factory is ModelClient else {
+            s.name: self._client(s.model, s.base_url, s.api_key_env, f"judge {s.name}", s.concurrency)
+            for s in specs}
         panel = judging.JudgePanel(specs, self.task.judge_kind, concurrency=c.concurrency, timeout=c.timeout,
                                    max_retries=c.max_retries, cache_dir=c.cache_path, offline=c.offline,
                                    clients=clients)

@@ -337,3 +337,50 @@ def test_the_demo_models_own_tokenizer_counts_what_the_server_reported():
     for r in recorded:
         request = GenerationRequest(messages=tuple(r["messages"]) if r["messages"] else None, prompt=r["prompt"])
         assert plan.estimate_prompt_tokens(MODEL_NAME, request) == (r["response"]["prompt_tokens"], "gguf tokenizer")
+
+
+def test_batch_commands_say_which_round_is_next(tmp_path, capsys):
+    files = [str(f) for f in write_params(tmp_path / "p", "${EVEKIT_SERVER_URL}", tmp_path / "cache",
+                                          tasks=("open_ended",))]
+    out = tmp_path / "r1.jsonl"
+    assert cli.main(["batch", "export", *files, "--out", str(out)]) == 0
+    said = capsys.readouterr().out
+    assert f"wrote {N_OPEN} batch line(s)" in said
+    assert f"round 1: {N_OPEN} model answer(s) to get; then up to {2 * N_OPEN} judge calls" in said
+    execute(out, tmp_path / "r1.out.jsonl")
+    assert cli.main(["batch", "import", str(tmp_path / "r1.out.jsonl"), *files]) == 0
+    said = capsys.readouterr().out
+    assert f"imported {N_OPEN} answer(s) and 0 failed line(s)" in said
+    assert f"round 2: {2 * N_OPEN} judge call(s) on the answers" in said
+    with pytest.raises(SystemExit):  # --out is required
+        cli.main(["batch", "export", *files])
+
+
+@pytest.mark.integration
+def test_plan_counts_the_calls_a_run_sends_to_the_embedded_server(embedded_server, tmp_path):
+    """Against the real llama.cpp server: the model calls are exactly the plan's; the judge calls are
+    the plan's plus the format probes a server without json_schema support refuses (cached as such)
+    and any reminder after an unusable reply; once all is cached the plan holds every call sent."""
+    from evekit.server import MODEL_NAME
+
+    files = write_params(tmp_path / "p", embedded_server, tmp_path / "cache", tasks=("open_ended",))
+    spec = yaml.safe_load(files[0].read_text())
+    spec.update(model_name=MODEL_NAME, limit=3, max_tokens=24,
+                judges=[{"name": "strict", "model": MODEL_NAME, "base_url": embedded_server, "api_key_env": None}])
+    files[0].write_text(yaml.safe_dump(spec))
+    before = plan.plan_table(plan.plan_files(files)).set_index("role")
+    run = task_run(files[0])
+    run.generate()
+    assert run.usage.requests == before.loc["model", "to_send"] == 3
+    middle = plan.plan_table(plan.plan_files(files)).set_index("role")
+    assert middle.loc["judge strict", "upper_bound"] == 0
+    run.judge()
+    with ResponseCache(tmp_path / "cache") as cache:
+        refused = cache._db.execute("SELECT COUNT(*) FROM rejections").fetchone()[0]
+    planned = middle.loc["judge strict", "to_send"]
+    assert planned <= before.loc["judge strict", "upper_bound"]
+    assert planned + refused <= run.judge_usage.requests  # (+ reminders after unusable replies)
+    # Once everything is cached, the plan replays the run's whole chain: every call the run sent.
+    after = plan.plan_table(plan.plan_files(files)).set_index("role")
+    assert after.loc["judge strict", "calls"] == run.judge_usage.requests
+    assert after.loc["judge strict", "to_send"] == 0
