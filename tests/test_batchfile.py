@@ -365,7 +365,7 @@ def test_plan_counts_the_calls_a_run_sends_to_the_embedded_server(embedded_serve
 
     files = write_params(tmp_path / "p", embedded_server, tmp_path / "cache", tasks=("open_ended",))
     spec = yaml.safe_load(files[0].read_text())
-    spec.update(model_name=MODEL_NAME, limit=3, max_tokens=24,
+    spec.update(model_name=MODEL_NAME, limit=3, max_tokens=24, timeout=600, max_retries=2,  # a busy machine
                 judges=[{"name": "strict", "model": MODEL_NAME, "base_url": embedded_server, "api_key_env": None}])
     files[0].write_text(yaml.safe_dump(spec))
     before = plan.plan_table(plan.plan_files(files)).set_index("role")
