@@ -94,6 +94,9 @@ class StubConfig:
     seed: int = 0
     # Refuse every `response_format` of type json_schema as llama.cpp's server does (HTTP 500).
     reject_json_schema: bool = False
+    # Answer a request with a `response_format` with a judge verdict {"reasoning", "verdict"} (0 or 1,
+    # from a hash of the prompt) instead of the echo, so judges get usable replies.
+    verdicts: bool = False
 
 
 def _prompt_of(body: dict[str, Any]) -> str:
@@ -112,6 +115,43 @@ def _fault_for(cfg: StubConfig, prompt: str, attempt: int) -> str | None:
     if int.from_bytes(h[:4], "big") / 2**32 >= cfg.fault_rate:
         return None
     return cfg.faults[h[4] % len(cfg.faults)]
+
+
+def answer_body(body: dict[str, Any], chat: bool, verdicts: bool = False) -> dict[str, Any]:
+    """The stub's successful answer to a request body (the server's, and the tests' batch executor's)."""
+    prompt = _prompt_of(body)
+    marks = set(_MARKER.findall(prompt))
+    answer = f"echo: {prompt}"
+    reasoning = None
+    if verdicts and body.get("response_format"):
+        verdict = hashlib.sha256(prompt.encode()).digest()[0] % 2
+        answer = json.dumps({"reasoning": f"stub verdict on {len(prompt)} characters", "verdict": verdict})
+    elif "think" in marks:
+        answer = f"<think>pondering {prompt}</think>{answer}"
+    elif "reasoning" in marks:
+        reasoning = f"pondering {prompt}"
+    elif "reasoning_null" in marks:
+        reasoning, answer = f"pondering {prompt}", None
+    logprobs = None if "no_logprobs" in marks else _logprobs_block(prompt, body, chat)
+    if logprobs is not None:  # the answer is the most probable token, as a server's would be
+        answer = (logprobs["content"][0]["token"] if chat else logprobs["tokens"][0])
+    usage = {"prompt_tokens": len(prompt.split()), "completion_tokens": len((answer or "").split())}
+    usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+    if chat:
+        message: dict[str, Any] = {"role": "assistant", "content": answer}
+        if reasoning is not None:
+            message["reasoning_content"] = reasoning
+        choice: dict[str, Any] = {"index": 0, "message": message, "finish_reason": "stop"}
+    else:
+        choice = {"index": 0, "text": answer, "finish_reason": "stop"}
+    if logprobs is not None:
+        choice["logprobs"] = logprobs
+    return {
+        "id": "stub", "object": "chat.completion" if chat else "text_completion",
+        "created": 0, "model": body.get("model"),
+        "choices": [] if "no_choices" in marks else [choice],
+        "usage": usage,
+    }
 
 
 def build_app(cfg: StubConfig):  # -> aiohttp.web.Application
@@ -162,34 +202,7 @@ def build_app(cfg: StubConfig):  # -> aiohttp.web.Application
         if "invalid_json" in marks or ("invalid_json_once" in marks and attempt == 0):
             return web.Response(text="<html>502 Bad Gateway</html>", content_type="application/json")
 
-        answer = f"echo: {prompt}"
-        reasoning = None
-        if "think" in marks:
-            answer = f"<think>pondering {prompt}</think>{answer}"
-        elif "reasoning" in marks:
-            reasoning = f"pondering {prompt}"
-        elif "reasoning_null" in marks:
-            reasoning, answer = f"pondering {prompt}", None
-        logprobs = None if "no_logprobs" in marks else _logprobs_block(prompt, body, chat)
-        if logprobs is not None:  # the answer is the most probable token, as a server's would be
-            answer = (logprobs["content"][0]["token"] if chat else logprobs["tokens"][0])
-        usage = {"prompt_tokens": len(prompt.split()), "completion_tokens": len((answer or "").split())}
-        usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
-        if chat:
-            message: dict[str, Any] = {"role": "assistant", "content": answer}
-            if reasoning is not None:
-                message["reasoning_content"] = reasoning
-            choice: dict[str, Any] = {"index": 0, "message": message, "finish_reason": "stop"}
-        else:
-            choice = {"index": 0, "text": answer, "finish_reason": "stop"}
-        if logprobs is not None:
-            choice["logprobs"] = logprobs
-        return web.json_response({
-            "id": "stub", "object": "chat.completion" if chat else "text_completion",
-            "created": 0, "model": model,
-            "choices": [] if "no_choices" in marks else [choice],
-            "usage": usage,
-        })
+        return web.json_response(answer_body(body, chat, cfg.verdicts))
 
     async def models(request: web.Request) -> web.Response:
         return web.json_response({"object": "list", "data": [
