@@ -230,10 +230,11 @@ class TaskRun:
                                           on_result=lambda i, res: stream.submit(i, self._judge_case(i, res)))
             finally:
                 stream.close()
-            self._streamed = stream.wait()
         self.usage = client.usage
         self.results = list(results)
-        self.samples = tasks.score_samples(self.task, self.items, results)
+        self.samples = tasks.score_samples(self.task, self.items, results)  # while the judges finish
+        if stream is not None:
+            self._streamed = stream.wait()
         if self.all_failed:
             first = next((e for e in self.samples["error"] if e), "")
             note = (f"Every call failed after its retries ({len(self.samples)} of {len(self.samples)} items): "

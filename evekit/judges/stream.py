@@ -42,7 +42,8 @@ class JudgeStream:
         self._closed = False
         self._errors: list[BaseException] = []
         self._cond = threading.Condition()
-        self._bars = {s.name: tqdm(total=0, desc=f"{panel.kind.desc} {s.name}", unit="case",
+        # Every position counts until it turns out to have nothing to judge.
+        self._bars = {s.name: tqdm(total=self.total, desc=f"{panel.kind.desc} {s.name}", unit="case",
                                    disable=not progress, dynamic_ncols=True) for s in panel.specs}
         self._threads = [threading.Thread(target=self._work, args=(s,), name=f"judge-{s.name}", daemon=True)
                          for s in panel.specs]
@@ -63,11 +64,11 @@ class JudgeStream:
             if self._status[position] is not _PENDING:
                 return
             self._status[position] = chat
-            if chat is not _SKIP:
-                for name, ready in self._ready.items():
+            for name, ready in self._ready.items():
+                if chat is _SKIP:
+                    self._bars[name].total -= 1
+                else:
                     ready.append(position)
-                    self._bars[name].total += 1
-                    self._bars[name].refresh()
             self._cond.notify_all()
 
     def close(self) -> None:
@@ -95,7 +96,11 @@ class JudgeStream:
 
     # -- one worker per judge ----------------------------------------------------------------------
     def _next(self, name: str, probing: bool, cursor: int) -> tuple[list[int], int] | None:
-        """The positions to send next and the probe cursor; None when this judge is done."""
+        """The positions to send next and the probe cursor; None when this judge is done.
+
+        A batch is whole rounds of the judge's `concurrency` when that many have arrived: the batch
+        ends when its slowest call does, so a last round with a few calls would leave slots idle
+        that the next arrivals could use."""
         with self._cond:
             while True:
                 if self._errors:
@@ -113,14 +118,22 @@ class JudgeStream:
                         return [cursor], cursor
                     if self._closed:  # never submitted: nothing to judge there
                         self._status[cursor] = _SKIP
+                        self._bars[name].total -= 1
                         continue
                 elif ready:
-                    batch = sorted(ready)
-                    ready.clear()
+                    ready.sort()
+                    rounds = self._round(name)
+                    take = len(ready) if len(ready) < rounds else len(ready) // rounds * rounds
+                    batch = ready[:take]
+                    del ready[:take]
                     return batch, cursor
                 elif self._closed:
                     return None
                 self._cond.wait()
+
+    def _round(self, name: str) -> int:
+        concurrency = getattr(self.panel.clients[name], "concurrency", None)
+        return concurrency if isinstance(concurrency, int) and concurrency > 0 else 1 << 30
 
     def _work(self, spec: Any) -> None:
         name, client = spec.name, self.panel.clients[spec.name]
