@@ -137,6 +137,9 @@ def main() -> int:
     j.add_argument("--concurrency", type=int, default=8)
     a = p.parse_args()
     if a.what == "stubs":
+        import signal
+
+        signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt))  # kill stops them too
         stubs = [StubServer(latency=LATENCY).start() for _ in range(3)]
         print(",".join(s.base_url for s in stubs), flush=True)
         try:
