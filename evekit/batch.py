@@ -422,9 +422,15 @@ def _run_phase(group: list[Path], jobs: int, run: Any) -> list[tuple[Path, bool,
     from concurrent.futures import ThreadPoolExecutor
 
     width = max(len(f.stem) for f in group)
-    with ThreadPoolExecutor(max_workers=min(jobs, len(group)), thread_name_prefix="evekit-run") as pool:
+    pool = ThreadPoolExecutor(max_workers=min(jobs, len(group)), thread_name_prefix="evekit-run")
+    try:
         futures = [pool.submit(run, f, f"[{f.stem}]".ljust(width + 3)) for f in group]
         return [(f, *fut.result()) for f, fut in zip(group, futures)]
+    except BaseException:  # Ctrl-C, SIGTERM: start no further notebook (those running finish)
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    finally:
+        pool.shutdown(wait=True)
 
 
 def run_batch(param_files: list[str], *, serve: bool = False, output_dir: str | None = None,
