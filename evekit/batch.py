@@ -1,10 +1,13 @@
 """Batch runs: papermill over YAML parameter files, HTML reports, and the run index.
 
 A parameter file is named `<notebook>[.<variant>].yaml`: `open_ended.yaml` and
-`open_ended.5shot.yaml` both run `notebooks/open_ended.ipynb`. Task notebooks run first, then
-`win_rate`, then `summary`, so the later ones find the earlier results. With `serve=True` the
-embedded model server is started first and `${EVEKIT_SERVER_URL}` in the YAML becomes its URL;
-the server is stopped even when a notebook fails.
+`open_ended.5shot.yaml` both run `notebooks/open_ended.ipynb`. Notebooks run in phases
+(`PHASES`): judge validation, task notebooks, win rate and ranking, summary, so the later ones
+find the earlier results; with `jobs > 1` the notebooks of one phase run at the same time, each
+log line prefixed with its parameter file's name. Every endpoint gets one limit for the whole
+batch, the smallest `concurrency` any run sets for it (`endpoint_limits`), shared by all kernels
+through `evekit.endpoints`. With `serve=True` the embedded model server is started first and
+`${EVEKIT_SERVER_URL}` in the YAML becomes its URL; the server is stopped even when a notebook fails.
 """
 from __future__ import annotations
 
@@ -25,19 +28,33 @@ import yaml
 from evekit.paths import REPO_ROOT, display_path
 
 SERVER_URL_PLACEHOLDER = "${EVEKIT_SERVER_URL}"
-LAST = ("win_rate", "summary")
+# The phase of each notebook that must wait for others (every other notebook is a task notebook,
+# phase 1): judge validation first (a task may show its results), then the notebooks that read the
+# task runs' samples, then the summary of everything. Notebooks of one phase are independent and
+# may run at the same time (`--jobs`); a phase starts when the one before it has finished.
+PHASES = {"judge_validation": 0, "win_rate": 2, "ranking": 2, "summary": 3}
+TASK_PHASE = 1
 
 
 def notebook_name(params_file: Path) -> str:
     return params_file.name.split(".")[0]
 
 
+def phase_of(params_file: Path) -> int:
+    return PHASES.get(notebook_name(params_file), TASK_PHASE)
+
+
 def run_order(files: list[Path]) -> list[Path]:
-    """Task notebooks first (in the order given), then win_rate, then summary."""
-    def rank(f: Path) -> int:
-        name = notebook_name(f)
-        return LAST.index(name) + 1 if name in LAST else 0
-    return sorted(files, key=rank)
+    """By phase (`PHASES`); within a phase in the order given."""
+    return sorted(files, key=phase_of)
+
+
+def phases(files: list[Path]) -> list[list[Path]]:
+    """The files of each phase that has any, in `run_order`."""
+    groups: dict[int, list[Path]] = {}
+    for f in run_order(files):
+        groups.setdefault(phase_of(f), []).append(f)
+    return [groups[k] for k in sorted(groups)]
 
 
 def _substitute(value: Any, server_url: str | None) -> Any:
@@ -209,8 +226,8 @@ def notebook_progress(executed: Path) -> tuple[int, int] | None:
 class ProgressReporter:
     """Prints '  … open_ended: 2 min 10 s, cell 9 of 25' every `every` seconds while a notebook runs."""
 
-    def __init__(self, label: str, executed: Path, every: float = PROGRESS_EVERY) -> None:
-        self.label, self.executed, self.every = label, executed, every
+    def __init__(self, label: str, executed: Path, every: float = PROGRESS_EVERY, prefix: str = "") -> None:
+        self.label, self.executed, self.every, self.prefix = label, executed, every, prefix
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name=f"progress-{label}", daemon=True)
         self._started = time.monotonic()
@@ -220,7 +237,7 @@ class ProgressReporter:
         while not self._stop.wait(self.every):
             last = notebook_progress(self.executed) or last
             where = f", cell {last[0]} of {last[1]}" if last and last[0] else ", starting the kernel"
-            print(f"  … {self.label}: {format_elapsed(time.monotonic() - self._started)}{where}", flush=True)
+            print(f"{self.prefix}  … {self.label}: {format_elapsed(time.monotonic() - self._started)}{where}", flush=True)
 
     def __enter__(self) -> "ProgressReporter":
         if self.every and self.every > 0:
@@ -233,14 +250,18 @@ class ProgressReporter:
             self._thread.join()
 
 
-def _quiet_kernel_manager(stderr_file: Any) -> type:
+def _quiet_kernel_manager(stderr_file: Any, env: dict[str, str] | None = None) -> type:
     """A kernel manager whose kernel writes its stderr to `stderr_file` (read back after the run
-    by `forward_kernel_stderr`, which drops `KERNEL_NOISE` and passes everything else on)."""
+    by `forward_kernel_stderr`, which drops `KERNEL_NOISE` and passes everything else on) and,
+    with `env`, starts with these variables added to this process's environment (each kernel its
+    own: notebooks run side by side must not share one os.environ)."""
     from jupyter_client import AsyncKernelManager
 
     class QuietKernelManager(AsyncKernelManager):
         async def _async_start_kernel(self, **kw: Any) -> None:
             kw.setdefault("stderr", stderr_file)
+            if env:
+                kw["env"] = {**kw.get("env", os.environ), **env}
             await super()._async_start_kernel(**kw)
 
         start_kernel = _async_start_kernel
@@ -248,18 +269,23 @@ def _quiet_kernel_manager(stderr_file: Any) -> type:
     return QuietKernelManager
 
 
-def forward_kernel_stderr(text: str, stream: Any = None) -> None:
+def forward_kernel_stderr(text: str, stream: Any = None, prefix: str = "") -> None:
     """The kernel's stderr minus the lines of `KERNEL_NOISE` (and the blank lines around them)."""
     stream = stream or sys.stderr
     kept = [line for line in text.splitlines() if line.strip() and not any(n in line for n in KERNEL_NOISE)]
     for line in kept:
-        print(f"  kernel: {line}", file=stream)
+        print(f"{prefix}  kernel: {line}", file=stream)
 
 
 def run_one(params_file: Path, notebooks_dir: Path, server_url: str | None,
             output_dir: str | None, html: bool,
-            progress_every: float = PROGRESS_EVERY) -> tuple[bool, list[Path], Path]:
-    """Execute one parameter file; (passed, folders its save steps wrote, run folder)."""
+            progress_every: float = PROGRESS_EVERY, prefix: str = "",
+            env: dict[str, str] | None = None) -> tuple[bool, list[Path], Path]:
+    """Execute one parameter file; (passed, folders its save steps wrote, run folder).
+
+    `prefix` starts every line this prints (the batch's parallel mode names the notebook there);
+    `env` is added to the kernel's environment.
+    """
     import papermill as pm
 
     from evekit.report import EXECUTION_ENV, RUN_RECORD
@@ -278,32 +304,27 @@ def run_one(params_file: Path, notebooks_dir: Path, server_url: str | None,
     executed = out_root / run_name / "notebooks" / f"{params_file.stem}.ipynb"
     executed.parent.mkdir(parents=True, exist_ok=True)
     ok = True
-    # The kernel inherits this environment variable; the records its save steps write carry it.
+    # The kernel gets this environment variable; the records its save steps write carry it.
     execution = f"{params_file.stem}-{uuid.uuid4().hex[:12]}"
-    previous = os.environ.get(EXECUTION_ENV)
-    os.environ[EXECUTION_ENV] = execution
+    kernel_env = {**(env or {}), EXECUTION_ENV: execution}
     kernel_stderr = tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace")
     try:
-        with ProgressReporter(params_file.stem, executed, progress_every):
+        with ProgressReporter(params_file.stem, executed, progress_every, prefix):
             pm.execute_notebook(str(notebook), str(executed), parameters=params, cwd=str(REPO_ROOT),
                                 kernel_name="python3", progress_bar=False, log_output=False,
-                                kernel_manager_class=_quiet_kernel_manager(kernel_stderr))
+                                kernel_manager_class=_quiet_kernel_manager(kernel_stderr, kernel_env))
     except Exception as exc:  # papermill has written the notebook with its error banner
         ok = False
         message = str(exc).strip().splitlines()
-        print(f"  FAILED: {notebook.name} with {params_file}: {message[-1] if message else exc!r}",
+        print(f"{prefix}  FAILED: {notebook.name} with {params_file}: {message[-1] if message else exc!r}",
               file=sys.stderr)
     finally:
-        if previous is None:
-            os.environ.pop(EXECUTION_ENV, None)
-        else:
-            os.environ[EXECUTION_ENV] = previous
         kernel_stderr.seek(0)
-        forward_kernel_stderr(kernel_stderr.read())
+        forward_kernel_stderr(kernel_stderr.read(), prefix=prefix)
         kernel_stderr.close()
     dirs = saved_output_dirs(out_root, execution)
     if ok and not dirs:
-        print(f"  note: {notebook.name} with {params_file} saved no outputs (no {RUN_RECORD} was written "
+        print(f"{prefix}  note: {notebook.name} with {params_file} saved no outputs (no {RUN_RECORD} was written "
               f"under {display_path(out_root)}); its report goes to {display_path(out_root / run_name / 'failed')}",
               file=sys.stderr)
     if html and executed.exists():
@@ -311,6 +332,34 @@ def run_one(params_file: Path, notebooks_dir: Path, server_url: str | None,
         for d in targets:
             render_html(executed, d / "report.html", params_file=params_file, record_dir=d if dirs else None)
     return ok, dirs, out_root / run_name
+
+
+def endpoint_limits(files: list[Path], notebooks_dir: Path, server_url: str | None) -> dict[str, int]:
+    """{endpoint: limit} over every run of the batch: the smallest `concurrency` any run sets for an
+    endpoint (a judge entry's own `concurrency`, else its run's). Offline runs send nothing and
+    count for no endpoint; a base_url that is not an http(s) URL is left to the notebook to report."""
+    from evekit.endpoints import endpoint_key, merge_limits
+
+    pairs: list[tuple[str, int]] = []
+    for f in files:
+        run = {**notebook_defaults(notebooks_dir / f"{notebook_name(f)}.ipynb"), **load_params(f, server_url)}
+        concurrency = run.get("concurrency")
+        if run.get("offline") or not isinstance(concurrency, int):
+            continue
+        urls = [(run.get("base_url"), concurrency)]
+        for judge in run.get("judges") or []:
+            if isinstance(judge, dict):
+                urls.append((judge.get("base_url"), judge.get("concurrency") or concurrency))
+        for url, limit in urls:
+            if not isinstance(url, str) or not isinstance(limit, int) or limit < 1:
+                continue
+            url = os.path.expandvars(url)
+            try:
+                endpoint_key(url)
+            except ValueError:
+                continue
+            pairs.append((url, limit))
+    return merge_limits(pairs)
 
 
 def check_param_files(files: list[Path], notebooks_dir: Path) -> list[str]:
@@ -343,12 +392,61 @@ def check_param_files(files: list[Path], notebooks_dir: Path) -> list[str]:
     return problems
 
 
+def _run_file(f: Path, nb_dir: Path, server_url: str | None, output_dir: str | None, html: bool,
+              progress_every: float, env: dict[str, str], prefix: str) -> tuple[bool, Path | None]:
+    """One parameter file with its log lines: (passed, run folder)."""
+    t0 = time.monotonic()
+    print(f"{prefix}running {notebook_name(f)} with {f} ...", flush=True)
+    run_dir = None
+    try:
+        ok, dirs, run_dir = run_one(f, nb_dir, server_url, output_dir, html, progress_every, prefix, env)
+    except Exception as exc:
+        ok, dirs = False, []
+        print(f"{prefix}  FAILED: {f}: {exc}", file=sys.stderr)
+        tb = traceback.format_exc().rstrip().splitlines()
+        print("\n".join(f"{prefix}{line}" for line in tb), file=sys.stderr)
+    for d in dirs:
+        print(f"{prefix}  -> {d}", flush=True)
+    print(f"{prefix}  {'ok' if ok else 'FAILED'} in {time.monotonic() - t0:.1f} s", flush=True)
+    return ok, run_dir
+
+
+def _run_phase(group: list[Path], jobs: int, run: Any) -> list[tuple[Path, bool, Path | None]]:
+    """Run the files of one phase, `jobs` at a time; results in the order of `group`.
+
+    With more than one job each line a notebook's run prints starts with `[<file stem>] `.
+    Threads suffice: each notebook's work happens in its own kernel process.
+    """
+    if jobs == 1 or len(group) == 1:
+        return [(f, *run(f, "")) for f in group]
+    from concurrent.futures import ThreadPoolExecutor
+
+    width = max(len(f.stem) for f in group)
+    pool = ThreadPoolExecutor(max_workers=min(jobs, len(group)), thread_name_prefix="evekit-run")
+    try:
+        futures = [pool.submit(run, f, f"[{f.stem}]".ljust(width + 3)) for f in group]
+        return [(f, *fut.result()) for f, fut in zip(group, futures)]
+    except BaseException:  # Ctrl-C, SIGTERM: start no further notebook (those running finish)
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    finally:
+        pool.shutdown(wait=True)
+
+
 def run_batch(param_files: list[str], *, serve: bool = False, output_dir: str | None = None,
               html: bool = True, notebooks_dir: str | None = None,
-              progress_every: float = PROGRESS_EVERY) -> int:
-    """Run every parameter file; return a process exit code (0 only when all notebooks passed)."""
+              progress_every: float = PROGRESS_EVERY, jobs: int = 1) -> int:
+    """Run every parameter file; return a process exit code (0 only when all notebooks passed).
+
+    `jobs`: notebooks of one phase (`PHASES`) run at the same time, at most this many.
+    """
+    import shutil
+
+    from evekit.endpoints import limit_environment
     from evekit.report import write_index
 
+    if int(jobs) < 1:
+        raise ValueError(f"jobs must be >= 1, got {jobs}")
     files = run_order([Path(p) for p in param_files])
     nb_dir = Path(notebooks_dir) if notebooks_dir else REPO_ROOT / "notebooks"
     problems = check_param_files(files, nb_dir)
@@ -361,6 +459,7 @@ def run_batch(param_files: list[str], *, serve: bool = False, output_dir: str | 
     failed: list[str] = []
     run_dirs: set[Path] = set()
     started = time.monotonic()
+    slots_dir = None
     try:
         server_url = None
         if serve:
@@ -375,25 +474,29 @@ def run_batch(param_files: list[str], *, serve: bool = False, output_dir: str | 
             server_url = server.base_url
             os.environ["EVEKIT_SERVER_URL"] = server_url
             print(f"embedded model {server.model} at {server_url}", flush=True)
-        for f in files:
-            t0 = time.monotonic()
-            print(f"running {notebook_name(f)} with {f} ...", flush=True)
-            try:
-                ok, dirs, run_dir = run_one(f, nb_dir, server_url, output_dir, html, progress_every)
-                run_dirs.add(run_dir)
-            except Exception as exc:
-                ok, dirs = False, []
-                print(f"  FAILED: {f}: {exc}", file=sys.stderr)
-                traceback.print_exc()
-            for d in dirs:
-                print(f"  -> {d}", flush=True)
-            print(f"  {'ok' if ok else 'FAILED'} in {time.monotonic() - t0:.1f} s", flush=True)
-            if not ok:
-                failed.append(str(f))
+        limits = endpoint_limits(files, nb_dir, server_url)
+        env: dict[str, str] = {}
+        if limits:
+            slots_dir = Path(tempfile.mkdtemp(prefix="evekit-slots-"))
+            env = limit_environment(limits, slots_dir)
+            print("calls in flight at most: " + ", ".join(f"{n} to {url}" for url, n in sorted(limits.items())),
+                  flush=True)
+
+        def run(f: Path, prefix: str) -> tuple[bool, Path | None]:
+            return _run_file(f, nb_dir, server_url, output_dir, html, progress_every, env, prefix)
+
+        for group in phases(files):
+            for f, ok, run_dir in _run_phase(group, int(jobs), run):
+                if run_dir is not None:
+                    run_dirs.add(run_dir)
+                if not ok:
+                    failed.append(str(f))
     finally:
         if server is not None:
             server.stop()
             print("embedded server stopped", flush=True)
+        if slots_dir is not None:
+            shutil.rmtree(slots_dir, ignore_errors=True)
     for run_dir in sorted(run_dirs):
         index = write_index(run_dir, batch_runs=sorted(run_dirs))
         print(f"index: {index}")

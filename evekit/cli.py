@@ -51,10 +51,20 @@ def _run(args: argparse.Namespace) -> int:
     try:
         return run_batch(args.params, serve=args.serve, output_dir=args.output_dir,
                          html=not args.no_html, notebooks_dir=args.notebooks_dir,
-                         progress_every=args.progress_every)
+                         progress_every=args.progress_every, jobs=args.jobs)
     except KeyboardInterrupt:
         print("evekit run: interrupted; the embedded server (if any) was stopped", file=sys.stderr)
         return 130
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
 
 
 def _prepare(args: argparse.Namespace) -> int:
@@ -96,13 +106,18 @@ def main(argv: list[str] | None = None) -> int:
     serve.set_defaults(func=_serve)
 
     run = sub.add_parser("run", help="run notebooks with papermill over parameter files",
-                         description="Run each <notebook>[.<variant>].yaml with papermill: task notebooks "
-                                     "first, then win_rate, then summary; render report.html next to each "
+                         description="Run each <notebook>[.<variant>].yaml with papermill: judge_validation, "
+                                     "then task notebooks, then win_rate and ranking, then summary (with "
+                                     "--jobs N, up to N notebooks of one phase at once); render report.html next to each "
                                      "result and write outputs/<run_name>/index.html. Every file, notebook "
                                      "and parameter name is checked before anything runs.")
     run.add_argument("params", nargs="+", help="YAML files named <notebook>[.<variant>].yaml")
     run.add_argument("--serve", action="store_true",
                      help="start the embedded server first; ${EVEKIT_SERVER_URL} in the YAML becomes its URL")
+    run.add_argument("--jobs", "-j", type=_positive_int, default=1, metavar="N",
+                     help="run up to N notebooks of one phase at the same time (default 1); every "
+                          "endpoint still gets no more calls at once than the smallest concurrency "
+                          "any run sets for it")
     run.add_argument("--output-dir", default=None, help="override output_dir of every run")
     run.add_argument("--notebooks-dir", default=None, help="where the notebooks are (default: the repo's)")
     run.add_argument("--no-html", action="store_true", help="skip the HTML reports")

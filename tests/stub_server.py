@@ -30,7 +30,8 @@ Usage from Python::
     with StubServer(latency=0.01, fault_rate=0.2) as stub:
         stub.base_url   # "http://127.0.0.1:PORT/v1"
         stub.stats()    # {"requests": {prompt: n}, "answered": {prompt: n}, "faults": {...},
-                        #  "rejected": {"401": n, "404": n}, "total": every completion POST}
+                        #  "rejected": {"401": n, "404": n}, "total": every completion POST,
+                        #  "peak_in_flight": most completion requests handled at one time}
         stub.reset()
 
 or as a script: ``python tests/stub_server.py --latency 0.2`` (prints ``PORT <n>``).
@@ -161,12 +162,23 @@ def build_app(cfg: StubConfig):  # -> aiohttp.web.Application
     answered: Counter[str] = Counter()
     faults: Counter[str] = Counter()
     rejected: Counter[str] = Counter()  # 401/404 answers, before a prompt is counted
+    # Completion requests being handled right now, and the most at any one time (the peak is
+    # how a test proves that a shared per-endpoint limit held).
+    load = {"in_flight": 0, "peak": 0}
 
     def error(status: int, message: str, headers: dict[str, str] | None = None) -> web.Response:
         return web.json_response({"error": {"message": message, "code": status}}, status=status,
                                  headers=headers)
 
     async def completion(request: web.Request) -> web.StreamResponse:
+        load["in_flight"] += 1
+        load["peak"] = max(load["peak"], load["in_flight"])
+        try:
+            return await answer(request)
+        finally:
+            load["in_flight"] -= 1
+
+    async def answer(request: web.Request) -> web.StreamResponse:
         chat = request.path.endswith("/chat/completions")
         if cfg.api_key is not None and request.headers.get("Authorization") != f"Bearer {cfg.api_key}":
             rejected["401"] += 1
@@ -211,11 +223,13 @@ def build_app(cfg: StubConfig):  # -> aiohttp.web.Application
     async def stats(request: web.Request) -> web.Response:
         return web.json_response({"requests": requests, "answered": answered, "faults": faults,
                                   "rejected": rejected,
-                                  "total": sum(requests.values()) + sum(rejected.values())})
+                                  "total": sum(requests.values()) + sum(rejected.values()),
+                                  "peak_in_flight": load["peak"]})
 
     async def reset(request: web.Request) -> web.Response:
         for counter in (requests, answered, faults, rejected):
             counter.clear()
+        load["peak"] = load["in_flight"]
         return web.json_response({"ok": True})
 
     app = web.Application()

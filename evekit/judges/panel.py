@@ -100,17 +100,27 @@ class JudgePanel:
             if hasattr(c, "close"):
                 c.close()
 
-    def _ask(self, spec: JudgeSpec, messages: list[list[dict[str, str]]]) -> list[JsonAnswer]:
+    def ask_judge(self, spec: JudgeSpec, messages: Sequence[list[dict[str, str]]],
+                  max_probe: int = 3) -> list[JsonAnswer]:
+        """One judge's answers to `messages` (`ask_json`; `max_probe` items at most probe the
+        structured-output chain while this judge's method is unknown). Raises EndpointError."""
         k = self.kind
+        return ask_json(self.clients[spec.name], messages, k.schema, max_tokens=self.max_tokens,
+                        temperature=self.temperature if spec.temperature is None else spec.temperature,
+                        name=k.schema_name, text_parser=k.text_parser, normalize=k.normalize,
+                        reminder=k.reminder, api=spec.api, desc=f"{k.desc} {spec.name}", max_probe=max_probe)
+
+    @staticmethod
+    def unusable(spec: JudgeSpec, error: EndpointError, n: int) -> list[JsonAnswer]:
+        """`n` abstentions of a judge whose endpoint is unusable, with the reason (and a warning)."""
+        warnings.warn(f"judge {spec.name!r} is unusable, all its verdicts are abstentions: {error}", stacklevel=3)
+        return [JsonAnswer(None, None, "", f"judge endpoint unusable: {error}")] * n
+
+    def _ask(self, spec: JudgeSpec, messages: list[list[dict[str, str]]]) -> list[JsonAnswer]:
         try:
-            return ask_json(self.clients[spec.name], messages, k.schema, max_tokens=self.max_tokens,
-                            temperature=self.temperature if spec.temperature is None else spec.temperature,
-                            name=k.schema_name, text_parser=k.text_parser, normalize=k.normalize,
-                            reminder=k.reminder, api=spec.api, desc=f"{k.desc} {spec.name}")
+            return self.ask_judge(spec, messages)
         except EndpointError as e:  # every case abstains, with the reason; the run goes on
-            warnings.warn(f"judge {spec.name!r} is unusable, all its verdicts are abstentions: {e}",
-                          stacklevel=3)
-            return [JsonAnswer(None, None, "", f"judge endpoint unusable: {e}")] * len(messages)
+            return self.unusable(spec, e, len(messages))
 
     def ask(self, messages: Sequence[list[dict[str, str]]]) -> dict[str, list[JsonAnswer]]:
         """Every judge's answer to every rendered chat: judge name -> one JsonAnswer per chat."""
@@ -132,11 +142,18 @@ class JudgePanel:
         """
         k = self.kind
         messages = [k.render(c, i) for i, c in enumerate(cases)]
-        if not messages:
+        return self.frame(self.ask(messages) if messages else {n: [] for n in self.names})
+
+    def frame(self, answers: Mapping[str, Sequence[JsonAnswer]]) -> pd.DataFrame:
+        """The table of `judge` from every judge's answers (judge name -> one JsonAnswer per case)."""
+        k = self.kind
+        n = len(next(iter(answers.values()), []))
+        if not n:
             return pd.DataFrame(columns=judge_columns(self.names, k))
         missing = np.nan if k.binary else None
-        df = pd.DataFrame(index=range(len(cases)))
-        for name, ans in self.ask(messages).items():
+        df = pd.DataFrame(index=range(n))
+        for name in self.names:
+            ans = answers[name]
             df[f"judge_{name}"] = pd.Series([k.value(a.parsed) if a.parsed else missing for a in ans],
                                             dtype=float if k.binary else object)
             df[f"judge_{name}_reasoning"] = [a.parsed.get(k.reasoning_key, "") if a.parsed else None for a in ans]

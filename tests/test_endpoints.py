@@ -1,0 +1,147 @@
+"""The per-endpoint limit of `evekit run`: shared by every client, thread and process, counted at a stub."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbformat.v4 import new_code_cell, new_notebook
+
+from evekit import batch
+from evekit.endpoints import LIMITS_ENV, SLOTS_ENV, EndpointSlots, endpoint_key, merge_limits
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from stub_server import StubServer  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def test_an_endpoint_is_scheme_host_port_and_path():
+    assert endpoint_key("HTTP://LocalHost/v1/") == "http://localhost:80/v1"
+    assert endpoint_key("https://api.example.com/v1") == "https://api.example.com:443/v1"
+    assert endpoint_key("http://127.0.0.1:8080/v1") != endpoint_key("http://127.0.0.1:8081/v1")
+    assert endpoint_key("http://h:1/v1") != endpoint_key("http://h:1/v2")
+    with pytest.raises(ValueError, match="not an http"):
+        endpoint_key("ftp://h/v1")
+
+
+def test_the_limit_is_the_smallest_concurrency_any_run_sets():
+    limits = merge_limits([("http://a:1/v1", 8), ("http://a:1/v1/", 3), ("http://b:2/v1", 5)])
+    assert limits == {"http://a:1/v1": 3, "http://b:2/v1": 5}
+
+
+def test_slots_are_exclusive_within_a_process_and_freed(tmp_path):
+    slots = EndpointSlots("http://a:1/v1", 2, tmp_path)
+    other = EndpointSlots("http://a:1/v1", 2, tmp_path)   # a second client of the same process
+    a, b = slots.try_acquire(), slots.try_acquire()
+    assert {a, b} == {0, 1}
+    assert slots.try_acquire() is None and other.try_acquire() is None
+    slots.release(a)
+    assert other.try_acquire() == a
+
+
+def test_endpoint_limits_of_a_batch_take_judges_and_defaults_into_account(tmp_path):
+    nb_dir = tmp_path / "notebooks"
+    nb_dir.mkdir()
+    cell = new_code_cell('base_url = "http://m:1/v1"\nconcurrency = 6\njudges = []\noffline = False')
+    cell.metadata["tags"] = ["parameters"]
+    nb = new_notebook(cells=[cell])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, nb_dir / "open_ended.ipynb")
+    (tmp_path / "open_ended.yaml").write_text(
+        "judges:\n  - {name: a, base_url: 'http://j:1/v1'}\n  - {name: b, base_url: 'http://k:1/v1', concurrency: 2}\n")
+    (tmp_path / "open_ended.x.yaml").write_text("concurrency: 4\njudges: []\n")
+    (tmp_path / "open_ended.off.yaml").write_text("concurrency: 1\noffline: true\n")  # sends nothing
+    files = sorted(tmp_path.glob("*.yaml"))
+    assert batch.endpoint_limits(files, nb_dir, None) == {
+        "http://m:1/v1": 4, "http://j:1/v1": 6, "http://k:1/v1": 2}
+
+
+WORKER = textwrap.dedent("""
+    import sys
+    from evekit.client import ModelClient
+    from evekit.types import GenerationRequest
+    base_url, tag = sys.argv[1], sys.argv[2]
+    client = ModelClient("stub", base_url, concurrency=8, progress=False)
+    reqs = [GenerationRequest(messages=({"role": "user", "content": f"{tag} {i}"},)) for i in range(24)]
+    assert all(not r.failed for r in client.generate(reqs))
+""")
+
+
+def _workers(base_url: str, n: int, env: dict[str, str]) -> None:
+    full = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}", **env}
+    procs = [subprocess.Popen([sys.executable, "-c", WORKER, base_url, f"p{i}"], env=full) for i in range(n)]
+    assert [p.wait(timeout=120) for p in procs] == [0] * n
+
+
+def test_processes_sharing_an_endpoint_never_exceed_its_limit(tmp_path):
+    with StubServer(latency=0.05) as stub:
+        # Without the limit the stub sees the clients' own concurrency add up (so the count works) ...
+        _workers(stub.base_url, 3, {})
+        unlimited = stub.stats()["peak_in_flight"]
+        assert unlimited > 8
+        stub.reset()
+        # ... with it, three processes of concurrency 8 share 3 slots.
+        limits = {endpoint_key(stub.base_url): 3}
+        _workers(stub.base_url, 3, {LIMITS_ENV: json.dumps(limits), SLOTS_ENV: str(tmp_path)})
+        stats = stub.stats()
+    assert stats["peak_in_flight"] == 3
+    assert sum(stats["answered"].values()) == 72
+
+
+def _client_notebook(path: Path, n: int) -> None:
+    params = new_code_cell(f'run_name = "t"\noutput_dir = "outputs"\nbase_url = ""\nconcurrency = 8\ntag = "x"')
+    params.metadata["tags"] = ["parameters"]
+    body = new_code_cell(textwrap.dedent(f"""
+        from evekit.client import ModelClient
+        from evekit.types import GenerationRequest
+        client = ModelClient("stub", base_url, concurrency=concurrency, progress=False)
+        reqs = [GenerationRequest(messages=({{"role": "user", "content": f"{{tag}} {{i}}"}},)) for i in range({n})]
+        assert all(not r.failed for r in client.generate(reqs))
+    """))
+    nb = new_notebook(cells=[params, body])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, path)
+
+
+def test_notebooks_run_side_by_side_share_the_endpoint_limit_and_log_with_their_name(tmp_path, capfd):
+    nb_dir = tmp_path / "notebooks"
+    nb_dir.mkdir()
+    _client_notebook(nb_dir / "calls.ipynb", 30)
+    with StubServer(latency=0.1) as stub:
+        files = []
+        for i, conc in enumerate((8, 8, 3)):  # the smallest concurrency of any run is the endpoint's limit
+            f = tmp_path / f"calls.n{i}.yaml"
+            f.write_text(f"base_url: {stub.base_url}\nconcurrency: {conc}\ntag: n{i}\n")
+            files.append(str(f))
+        t0 = time.monotonic()
+        code = batch.run_batch(files, output_dir=str(tmp_path / "out"), notebooks_dir=str(nb_dir),
+                               progress_every=0, html=False, jobs=3)
+        stats = stub.stats()
+    out, err = capfd.readouterr()
+    assert code == 0, err
+    assert stats["peak_in_flight"] == 3, stats["peak_in_flight"]
+    assert sum(stats["answered"].values()) == 90
+    for i in range(3):
+        assert f"[calls.n{i}] running calls" in out and f"[calls.n{i}]   ok in" in out
+    assert f"3 to {endpoint_key(stub.base_url)}" in out
+    assert time.monotonic() - t0 < 120
+
+
+def test_jobs_must_be_positive(tmp_path):
+    with pytest.raises(ValueError, match="jobs"):
+        batch.run_batch([], jobs=0)
+
+
+def test_phases_are_data_driven_and_ranking_runs_with_win_rate():
+    files = [Path(p) for p in ("summary.yaml", "ranking.yaml", "win_rate.yaml", "refusal.yaml",
+                               "judge_validation.fact.yaml", "open_ended.yaml")]
+    assert [[f.name for f in g] for g in batch.phases(files)] == [
+        ["judge_validation.fact.yaml"], ["refusal.yaml", "open_ended.yaml"],
+        ["ranking.yaml", "win_rate.yaml"], ["summary.yaml"]]
