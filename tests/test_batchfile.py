@@ -65,9 +65,11 @@ def write_params(folder: Path, base_url: str, cache_dir: Path, *, tasks=("mcqa_s
     return files
 
 
-def task_run(path: Path, *, offline: bool = False) -> TaskRun:
+def task_run(path: Path, *, offline: bool = False, without_judges: bool = False) -> TaskRun:
     namespace = plan._task_namespace(path, REPO_ROOT / "notebooks")
     namespace["offline"] = offline
+    if without_judges:  # only the model's answers (round 1 of a batch)
+        namespace["judges"] = []
     run = TaskRun.from_notebook(namespace)
     run.load()
     return run
@@ -129,25 +131,36 @@ def test_plan_counts_equal_the_calls_a_run_sends(stub, tmp_path):
     judges = table[table.role.str.startswith("judge")]
     assert list(judges.upper_bound) == [N_OPEN, N_OPEN] and list(judges.to_send) == [N_OPEN, N_OPEN]
 
-    # Round 1 sent by the runs: exactly the model calls the plan counted.
+    # The runs send exactly what the plan counted: the model calls, and (judging is pipelined with
+    # generation) one call per judge on every answer, the upper bound, since every stub answer is usable.
     run = task_run(mcqa)
     run.generate()
     answers = task_run(open_ended)
     answers.generate()
-    assert stub.stats()["total"] == N_MCQA + N_OPEN
+    assert stub.stats()["total"] == N_MCQA + N_OPEN + 2 * N_OPEN
 
-    # With the answers cached, the judge calls are known exactly (no upper bound left) ...
+    # Everything is cached now: nothing left to send, and judge() sends nothing more.
     second = plan.plan_table(plan.plan_files(files))
+    assert (second.to_send.dropna() == 0).all() and (second.upper_bound.dropna() == 0).all()
+    stub.reset()
+    answers.judge()
+    assert stub.stats()["total"] == 0
+
+
+def test_plan_counts_judge_calls_exactly_once_answers_are_cached(stub, tmp_path):
+    """With the answers cached (round 1 of a batch) and not yet judged, the judge calls are exact."""
+    files = write_params(tmp_path / "p", stub.base_url, tmp_path / "cache")
+    open_ended = files[1]
+    task_run(open_ended, without_judges=True).generate()
+    second = plan.plan_table(plan.plan_files([open_ended]))
     assert (second[second.role == "model"].to_send == 0).all()
     judged = second[second.role.str.startswith("judge")]
     assert (judged.upper_bound == 0).all()
     expected = int(judged.to_send.sum())
     assert expected == 2 * N_OPEN
     stub.reset()
-    answers.judge()
-    # ... and they are the calls the run then sends.
+    task_run(open_ended).generate()  # the answers from the cache; the judges are sent now
     assert stub.stats()["total"] == expected
-    assert (plan.plan_table(plan.plan_files(files)).to_send.dropna() == 0).all()
 
 
 def test_plan_prices_tokens_and_csv(stub, tmp_path, capsys):
