@@ -5,7 +5,7 @@ run resumes and sends only the calls that are missing, a rerun of a finished not
 nothing, and a committed JSONL export replays a whole run offline (`offline=True`).
 
 Storage is one SQLite file, `<cache_dir>/cache.sqlite`, in WAL mode with a busy timeout and
-one short transaction per answer, so several processes (parallel notebooks, a judge and a
+one short transaction per batch of answers, so several processes (parallel notebooks, a judge and a
 model) can share a cache. Rows are keyed by `cache_key`, a SHA-256 over everything that
 changes the answer: endpoint kind, model, messages or prompt, temperature, max_tokens, stop,
 seed, response_format and sample_index. The base URL is deliberately NOT part of the key:
@@ -101,6 +101,15 @@ def key_of_fields(fields: Mapping[str, Any]) -> str:
     return hashlib.sha256(_canonical({"v": KEY_VERSION, **fields}).encode("utf-8")).hexdigest()
 
 
+def request_key(model: str, request: GenerationRequest) -> tuple[str, str]:
+    """(`cache_key`, the canonical JSON of the keyed fields that a cache row stores), from one
+    serialisation: every keyed field sorts before the version's "v", so the key's JSON is the
+    row's with `"v"` appended."""
+    canonical = _canonical(key_fields(model, request))
+    keyed = f'{canonical[:-1]},"v":{KEY_VERSION}}}'
+    return hashlib.sha256(keyed.encode("utf-8")).hexdigest(), canonical
+
+
 def cache_key(model: str, request: GenerationRequest) -> str:
     """SHA-256 hex of the keyed fields of `request` sent to `model` (base URL not included)."""
     return key_of_fields(key_fields(model, request))
@@ -166,21 +175,24 @@ class ResponseCache:
     def get(self, key: str) -> GenerationResult | None:
         return self.get_many([key]).get(key)
 
-    def put(self, key: str, fields: Mapping[str, Any], result: GenerationResult) -> None:
+    def put(self, key: str, fields: Mapping[str, Any] | str, result: GenerationResult) -> None:
         """Store one successful answer now (one atomic transaction). Failures are refused."""
         self.put_many([(key, fields, result)])
 
-    def put_many(self, items: Iterable[tuple[str, Mapping[str, Any], GenerationResult]]) -> None:
-        """Store answers in one short transaction. Failures are refused."""
+    def put_many(self, items: Iterable[tuple[str, Mapping[str, Any] | str, GenerationResult]]) -> None:
+        """Store answers in one short transaction. Failures are refused. The request is its keyed
+        fields, or their canonical JSON as `request_key` returns it."""
         now = time.time()
         rows, rejections = [], []
         for key, fields, result in items:
             if result.failed and not result.rejected:
                 raise ValueError("failed results are not cached (only a server's refusal of the request)")
+            request = fields if isinstance(fields, str) else _canonical(fields)
             if result.failed:
-                rejections.append((key, _canonical(fields), result.error, now))
+                rejections.append((key, request, result.error, now))
             else:
-                rows.append((key, _canonical(fields), *(getattr(result, f) for f in RESULT_FIELDS), now))
+                rows.append((key, request, result.text, result.reasoning, result.raw, result.prompt_tokens,
+                             result.completion_tokens, result.finish_reason, now))
         with self._lock:
             self._insert_many(rows, rejections)
 
@@ -232,6 +244,17 @@ class ResponseCache:
                 self._db.execute("DELETE FROM claims WHERE owner = ?", (owner,))
             else:
                 self._db.executemany("DELETE FROM claims WHERE owner = ? AND key = ?", [(owner, k) for k in keys])
+
+    def claimed_many(self, keys: Iterable[str]) -> set[str]:
+        """Those of `keys` on which someone still holds a live claim."""
+        keys = list(dict.fromkeys(keys))
+        now, held = time.time(), set()
+        with self._lock:
+            for i in range(0, len(keys), 500):
+                chunk = keys[i:i + 500]
+                q = f"SELECT key, host, pid, expires FROM claims WHERE key IN ({','.join('?' * len(chunk))})"
+                held |= {k for k, *claim in self._db.execute(q, chunk) if not _claim_is_stale(*claim, now)}
+        return held
 
     def claimed(self, key: str) -> bool:
         """Someone still holds a live claim on `key`."""
@@ -320,7 +343,7 @@ class CacheWriter:
         self._thread = threading.Thread(target=self._run, name="evekit-cache-writer", daemon=True)
         self._thread.start()
 
-    def put(self, key: str, fields: Mapping[str, Any], result: GenerationResult) -> None:
+    def put(self, key: str, fields: Mapping[str, Any] | str, result: GenerationResult) -> None:
         self._queue.put((key, fields, result))
 
     def _run(self) -> None:
