@@ -216,21 +216,22 @@ class ResponseCache:
         Stale claims (expired, or of a process that died on this machine) are taken over."""
         keys = list(dict.fromkeys(keys))
         now, host, pid = time.time(), socket.gethostname(), os.getpid()
-        mine: set[str] = set()
+        mine = set(keys)
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 for i in range(0, len(keys), 500):
                     chunk = keys[i:i + 500]
-                    marks = ",".join("?" * len(chunk))
-                    held = self._db.execute(f"SELECT key, owner, host, pid, expires FROM claims WHERE key IN ({marks})",
-                                            chunk).fetchall()
-                    stale = [(k,) for k, o, h, p, e in held if o != owner and _claim_is_stale(h, p, e, now)]
-                    self._db.executemany("DELETE FROM claims WHERE key = ?", stale)
+                    # Insert first: on a key nobody holds (the usual case) that is the whole claim.
                     self._db.executemany("INSERT OR IGNORE INTO claims VALUES (?,?,?,?,?)",
                                          [(k, owner, host, pid, now + ttl) for k in chunk])
-                    mine |= {r[0] for r in self._db.execute(
-                        f"SELECT key FROM claims WHERE owner = ? AND key IN ({marks})", [owner, *chunk])}
+                    held = self._db.execute(
+                        f"SELECT key, host, pid, expires FROM claims WHERE owner != ? "
+                        f"AND key IN ({','.join('?' * len(chunk))})", [owner, *chunk]).fetchall()
+                    stale = [k for k, h, p, e in held if _claim_is_stale(h, p, e, now)]
+                    self._db.executemany("UPDATE claims SET owner = ?, host = ?, pid = ?, expires = ? WHERE key = ?",
+                                         [(owner, host, pid, now + ttl, k) for k in stale])
+                    mine -= {k for k, *_ in held} - set(stale)
                 self._db.execute("COMMIT")
             except BaseException:
                 self._db.execute("ROLLBACK")
@@ -332,8 +333,9 @@ class CacheWriter:
 
     Each answer is committed as soon as the thread takes it (answers that queued up
     meanwhile share one transaction), so the event loop never waits for SQLite and a killed
-    process loses at most the answers of the last few milliseconds. `close()` waits until
-    everything queued is committed and re-raises a write error.
+    process loses at most the answers of the last few milliseconds. `put_many` hands over
+    several answers at once (the client passes those of one event-loop turn). `close()` waits
+    until everything queued is committed and re-raises a write error.
     """
 
     def __init__(self, cache: ResponseCache) -> None:
@@ -344,20 +346,25 @@ class CacheWriter:
         self._thread.start()
 
     def put(self, key: str, fields: Mapping[str, Any] | str, result: GenerationResult) -> None:
-        self._queue.put((key, fields, result))
+        self._queue.put([(key, fields, result)])
+
+    def put_many(self, items: list[tuple[str, Mapping[str, Any] | str, GenerationResult]]) -> None:
+        if items:
+            self._queue.put(items)
 
     def _run(self) -> None:
         done = False
         while not done:
-            batch = [self._queue.get()]
+            parts = [self._queue.get()]
             while True:
                 try:
-                    batch.append(self._queue.get_nowait())
+                    parts.append(self._queue.get_nowait())
                 except queue.Empty:
                     break
-            if batch[-1] is None:
+            if parts[-1] is None:
                 done = True
-                batch.pop()
+                parts.pop()
+            batch = [item for part in parts for item in part]
             if batch and self._error is None:
                 try:
                     self.cache.put_many(batch)

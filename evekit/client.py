@@ -228,11 +228,15 @@ def _openai_headers(client: openai.AsyncOpenAI, url: str) -> dict[str, str]:
         from openai._models import FinalRequestOptions
 
         request = client._build_request(FinalRequestOptions.construct(method="post", url=url, json_data={}))
+        # Not openai's telemetry (X-Stainless-*): no server needs it, and aiohttp merges every
+        # session header into every request.
         headers = {k: v for k, v in request.headers.items()
-                   if k.lower() not in ("content-length", "host", "content-type")}
+                   if k.lower() not in ("content-length", "host", "content-type", "connection", "accept-encoding")
+                   and not k.lower().startswith("x-stainless")}
     except Exception:  # noqa: BLE001 - a private API that moved: the public parts are enough
         headers = {k: v for k, v in client.default_headers.items()
-                   if isinstance(v, str) and k.lower() != "content-type"}
+                   if isinstance(v, str) and k.lower() != "content-type"
+                   and not k.lower().startswith("x-stainless")}
         headers["Authorization"] = f"Bearer {client.api_key}"
     headers["Content-Type"] = "application/json"
     return headers
@@ -412,6 +416,21 @@ class ModelClient:
         # another process sharing the cache still finds work.
         batch = self.concurrency
         queue: asyncio.Queue[tuple[str, list[Any]] | None] = asyncio.Queue(maxsize=batch)
+        # Answers of one event-loop turn go to the writer thread together (one hand-over, one
+        # transaction), still before the loop waits for the network again.
+        unwritten: list[tuple[str, str, GenerationResult]] = []
+        loop = asyncio.get_running_loop()
+
+        def write(key: str, canonical: str, result: GenerationResult) -> None:
+            assert writer is not None
+            if not unwritten:
+                loop.call_soon(flush)
+            unwritten.append((key, canonical, result))
+
+        def flush() -> None:
+            assert writer is not None
+            writer.put_many(unwritten[:])
+            unwritten.clear()
 
         def land(where: list[Any], result: GenerationResult) -> None:
             for j, i in enumerate(where):
@@ -486,7 +505,7 @@ class ModelClient:
                 async with session.semaphore:
                     result = await self._call(session, requests[entry[1]])
                 if writer is not None and (not result.failed or result.rejected):
-                    writer.put(key, entry[0], result)  # the write also ends the claim
+                    write(key, entry[0], result)  # the write also ends the claim
                 elif writer is not None:
                     cache.release(owner, [key])  # a failure: let another process try
                 land(entry[1:], result)
@@ -504,6 +523,8 @@ class ModelClient:
                     raise
         finally:
             if writer is not None:
+                if unwritten:
+                    flush()
                 writer.close()  # everything answered is on disk before we return or raise
                 cache.release(owner)  # claims left by an interruption or an abort
 
