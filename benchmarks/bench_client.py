@@ -12,7 +12,8 @@ latency, every round runs each method once against the same stub with the same r
                          in its own venv, see bench_lm_eval.py); skipped when that is missing
   evekit                 ModelClient with its cache on (fresh cache dir), progress bar off
   evekit + progress bar  the same with the tqdm bar on (what a notebook shows)
-then a new ModelClient replays the same requests from the cache (no network).
+then a new ModelClient replays the same requests from the cache (no network). Besides req/s, each
+row has the client's own CPU time per call (process time of all its threads, stub excluded).
 
 The machine is shared, so absolute rates drift: what counts is each method's rate divided by
 bare aiohttp's in the same round, and the figure reported is the median over the rounds.
@@ -110,36 +111,47 @@ def evekit_run(base_url: str, reqs: list[GenerationRequest], concurrency: int, c
     return elapsed, client
 
 
-def lm_eval_run(python: str, base_url: str, n: int, concurrency: int) -> float:
-    """Seconds lm_eval's generate_until takes (its import time excluded), in its own interpreter."""
+def lm_eval_run(python: str, base_url: str, n: int, concurrency: int) -> tuple[float, float]:
+    """(seconds, CPU seconds) of lm_eval's generate_until (its import time excluded), in its own
+    interpreter."""
     proc = subprocess.run([python, str(HERE / "bench_lm_eval.py"), "--base-url", base_url,
                            "--n", str(n), "--concurrency", str(concurrency)],
                           capture_output=True, text=True, timeout=1200)
     if proc.returncode != 0:
         raise RuntimeError(f"lm_eval run failed:\n{proc.stderr[-2000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])["seconds"]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    return out["seconds"], out["cpu_seconds"]
+
+
+def timed(fn) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of this process, all its threads) of `fn()`."""
+    cpu = time.process_time()
+    seconds = fn()
+    return seconds, time.process_time() - cpu
 
 
 def bench_latency(latency: float, n: int, concurrency: int, rounds: int, lm_eval_python: str | None) -> dict:
     reqs = make_requests(n)
     ideal = concurrency / latency
     seconds: dict[str, list[float]] = {}
+    cpu: dict[str, list[float]] = {}
     with StubServer(latency=latency) as stub, tempfile.TemporaryDirectory() as tmp:
         asyncio.run(bare_aiohttp(stub.base_url, reqs[: 2 * concurrency], concurrency))  # warm-up
         for rnd in range(rounds):
             runs = {
-                "bare aiohttp": lambda: asyncio.run(bare_aiohttp(stub.base_url, reqs, concurrency)),
-                "openai": lambda: asyncio.run(plain_openai(stub.base_url, reqs, concurrency)),
-                "evekit": lambda: evekit_run(stub.base_url, reqs, concurrency, f"{tmp}/c{rnd}")[0],
-                "evekit + progress bar": lambda: evekit_run(stub.base_url, reqs, concurrency,
-                                                            f"{tmp}/p{rnd}", progress=True)[0],
+                "bare aiohttp": lambda: timed(lambda: asyncio.run(bare_aiohttp(stub.base_url, reqs, concurrency))),
+                "openai": lambda: timed(lambda: asyncio.run(plain_openai(stub.base_url, reqs, concurrency))),
+                "evekit": lambda: timed(lambda: evekit_run(stub.base_url, reqs, concurrency, f"{tmp}/c{rnd}")[0]),
+                "evekit + progress bar": lambda: timed(lambda: evekit_run(stub.base_url, reqs, concurrency,
+                                                                          f"{tmp}/p{rnd}", progress=True)[0]),
             }
             if lm_eval_python:
                 runs["lm_eval local-chat-completions"] = lambda: lm_eval_run(lm_eval_python, stub.base_url,
                                                                              n, concurrency)
             for name, fn in runs.items():
-                elapsed = fn()
+                elapsed, cpu_s = fn()
                 seconds.setdefault(name, []).append(elapsed)
+                cpu.setdefault(name, []).append(cpu_s)
                 print(f"  {latency * 1000:.0f} ms round {rnd + 1}: {name:30s} {n / elapsed:7.1f} req/s",
                       file=sys.stderr, flush=True)
         stats_before = stub.stats()["total"]
@@ -156,6 +168,8 @@ def bench_latency(latency: float, n: int, concurrency: int, rounds: int, lm_eval
                       "pct_of_ideal": round(100 * n / med / ideal, 1),
                       "pct_of_bare": round(statistics.median(pct), 1),
                       "pct_of_bare_rounds": [round(p, 1) for p in pct],
+                      # the client's own CPU per call (all its threads), less sensitive to others' load
+                      "cpu_us_per_req": round(1e6 * statistics.median(cpu[name]) / n, 1),
                       "req_per_s_rounds": [round(n / s, 1) for s in secs]}
     return {"latency_s": latency, "n": n, "concurrency": concurrency, "ideal_req_per_s": ideal,
             "rounds": rounds, "methods": rows, "cached_replay_seconds": round(cached_s, 3)}
@@ -197,11 +211,11 @@ def main(argv: list[str] | None = None) -> int:
     ok = True
     print(f"\n{a.n} requests, concurrency {a.concurrency}, median of {a.rounds} round(s); "
           f"% bare = the rate over bare aiohttp's in the same round")
-    print(f"{'latency':>8} {'method':32} {'req/s':>8} {'% ideal':>8} {'% bare':>8}")
+    print(f"{'latency':>8} {'method':32} {'req/s':>8} {'% ideal':>8} {'% bare':>8} {'CPU us/req':>11}")
     for run in report["runs"]:
         for name, row in run["methods"].items():
             print(f"{run['latency_s'] * 1000:6.0f}ms {name:32} {row['req_per_s']:8.1f} "
-                  f"{row['pct_of_ideal']:7.1f}% {row['pct_of_bare']:7.1f}%")
+                  f"{row['pct_of_ideal']:7.1f}% {row['pct_of_bare']:7.1f}% {row['cpu_us_per_req']:11.0f}")
         print(f"{run['latency_s'] * 1000:6.0f}ms {'evekit cached replay':32} "
               f"{run['cached_replay_seconds']:7.2f}s")
         goal = GOALS.get(round(run["latency_s"], 3))

@@ -115,8 +115,10 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("lm-eval").setLevel(logging.ERROR)
     if a.base_url:
         lm_eval_run(a.base_url, 2 * a.concurrency, a.concurrency, None)  # warm-up: imports, connections
+        cpu = time.process_time()
         seconds = lm_eval_run(a.base_url, a.n, a.concurrency, None)
-        print(json.dumps({"seconds": seconds, "req_per_s": a.n / seconds, "lm_eval": lm_eval_version}))
+        print(json.dumps({"seconds": seconds, "req_per_s": a.n / seconds, "lm_eval": lm_eval_version,
+                          "cpu_seconds": time.process_time() - cpu}))
         return 0
     from stub_server import StubServer
 

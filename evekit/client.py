@@ -58,6 +58,7 @@ import openai
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 from tenacity import wait_exponential, wait_random
 from tqdm.auto import tqdm
+from yarl import URL
 
 from .errors import CacheMiss, EndpointError
 from .cache import CacheWriter, ResponseCache, request_key
@@ -206,7 +207,7 @@ class _Session:
         # not on every request as aiohttp's trust_env would.
         try:
             self.proxy, self.proxy_auth = aiohttp.helpers.get_env_proxy_for_url(
-                aiohttp.helpers.URL(client.base_url))
+                URL(client.base_url))
         except LookupError:
             self.proxy, self.proxy_auth = None, None
         self.http = aiohttp.ClientSession(
