@@ -13,7 +13,8 @@ How it behaves, and why:
   than a fast local server spends answering it (benchmarks/bench_client.py).
 * Memory stays bounded however many requests come in: `concurrency` workers take the calls from
   a short queue, claimed in the cache a batch at a time just before they are sent, and each answer
-  goes to the cache (a writer thread, one transaction per batch) and to `on_result` as it lands.
+  goes to the cache (a writer thread that commits every 10 ms, one transaction for what came)
+  and to `on_result` as it lands.
 * Retries (tenacity, exponential backoff with jitter) happen on 429, 408/409, 5xx, timeouts and
   connection errors; a `Retry-After` header is honoured (up to 120 s; a longer one fails the
   request). Other 4xx are not retried. After the last retry the sample is a failed
@@ -417,22 +418,6 @@ class ModelClient:
         # another process sharing the cache still finds work.
         batch = self.concurrency
         queue: asyncio.Queue[tuple[str, list[Any]] | None] = asyncio.Queue(maxsize=batch)
-        # Answers of one event-loop turn go to the writer thread together (one hand-over, one
-        # transaction), still before the loop waits for the network again.
-        unwritten: list[tuple[str, str, GenerationResult]] = []
-        loop = asyncio.get_running_loop()
-
-        def write(key: str, canonical: str, result: GenerationResult) -> None:
-            assert writer is not None
-            if not unwritten:
-                loop.call_soon(flush)
-            unwritten.append((key, canonical, result))
-
-        def flush() -> None:
-            assert writer is not None
-            writer.put_many(unwritten[:])
-            unwritten.clear()
-
         def land(where: list[Any], result: GenerationResult) -> None:
             for j, i in enumerate(where):
                 r = result if j == 0 else replace(result)
@@ -506,7 +491,7 @@ class ModelClient:
                 async with session.semaphore:
                     result = await self._call(session, requests[entry[1]])
                 if writer is not None and (not result.failed or result.rejected):
-                    write(key, entry[0], result)  # the write also ends the claim
+                    writer.put(key, entry[0], result)  # the write also ends the claim
                 elif writer is not None:
                     cache.release(owner, [key])  # a failure: let another process try
                 land(entry[1:], result)
@@ -524,8 +509,6 @@ class ModelClient:
                     raise
         finally:
             if writer is not None:
-                if unwritten:
-                    flush()
                 writer.close()  # everything answered is on disk before we return or raise
                 cache.release(owner)  # claims left by an interruption or an abort
 
