@@ -413,11 +413,12 @@ class ModelClient:
         # for twice.
         owner = f"{socket.gethostname()}:{os.getpid()}:{id(self):x}:{time.monotonic_ns()}"
         claim_ttl = self.timeout * (self.max_retries + 1) + 60.0
-        # Claimed and queued `concurrency` at a time: one SQLite transaction per batch, and the
-        # claims stay just ahead of the sending (at most two batches besides those in flight), so
-        # another process sharing the cache still finds work.
+        # Claimed and queued `concurrency` at a time, once the queue has run dry: one SQLite
+        # transaction per batch, and the claims stay just ahead of the sending (at most one batch
+        # besides those in flight), so another process sharing the cache still finds work.
         batch = self.concurrency
         queue: asyncio.Queue[tuple[str, list[Any]] | None] = asyncio.Queue(maxsize=batch)
+        drained = asyncio.Event()  # set by a worker that took the last queued call
         def land(where: list[Any], result: GenerationResult) -> None:
             for j, i in enumerate(where):
                 r = result if j == 0 else replace(result)
@@ -471,12 +472,18 @@ class ModelClient:
             items = iter(todo.items())
             last_poll = time.monotonic()
             while True:
-                chunk = [item for _, item in zip(range(batch), items)]
+                while not queue.empty():
+                    drained.clear()
+                    try:
+                        await asyncio.wait_for(drained.wait(), CLAIM_POLL_SECONDS if waiting else None)
+                    except asyncio.TimeoutError:
+                        break  # time to look at the calls another process is answering
+                chunk = [item for _, item in zip(range(batch), items)] if queue.empty() else []
                 if chunk:
                     await enqueue(chunk, waiting)
-                elif not waiting:
+                elif not waiting and queue.empty():
                     break
-                else:
+                elif queue.empty():
                     await asyncio.sleep(CLAIM_POLL_SECONDS)
                 if waiting and time.monotonic() - last_poll >= CLAIM_POLL_SECONDS:
                     last_poll = time.monotonic()
@@ -487,6 +494,8 @@ class ModelClient:
 
         async def work(session: _Session) -> None:
             while (item := await queue.get()) is not None:
+                if queue.empty():
+                    drained.set()
                 key, entry = item
                 async with session.semaphore:
                     result = await self._call(session, requests[entry[1]])
@@ -577,7 +586,7 @@ class ModelClient:
             async with session.http.post(url, data=data, proxy=session.proxy,
                                          proxy_auth=session.proxy_auth) as response:
                 return response.status, await response.read(), response.headers
-        except TimeoutError as e:  # before OSError: TimeoutError is one
+        except (asyncio.TimeoutError, TimeoutError) as e:  # before OSError: TimeoutError is one
             raise openai.APITimeoutError(request=_http.Request("POST", url)) from e
         except (aiohttp.ClientError, OSError) as e:
             raise openai.APIConnectionError(request=_http.Request("POST", url)) from e
