@@ -419,6 +419,7 @@ class ModelClient:
         batch = self.concurrency
         queue: asyncio.Queue[tuple[str, list[Any]] | None] = asyncio.Queue(maxsize=batch)
         drained = asyncio.Event()  # set by a worker that took the last queued call
+
         def land(where: list[Any], result: GenerationResult) -> None:
             for j, i in enumerate(where):
                 r = result if j == 0 else replace(result)
@@ -460,7 +461,8 @@ class ModelClient:
             found = cache.get_many(waiting)
             for key, hit in found.items():
                 take(waiting.pop(key), hit)
-            free = [k for k in waiting if k not in cache.claimed_many(waiting)]
+            held = cache.claimed_many(waiting)
+            free = [k for k in waiting if k not in held]
             late = cache.get_many(free)  # the answer may have landed in between
             for key in free:
                 if key in late:
