@@ -1,19 +1,27 @@
-"""Throughput of evekit's ModelClient against a stub OpenAI-compatible server.
+"""Throughput of evekit's ModelClient against a stub OpenAI-compatible server, next to a bare
+aiohttp loop and lm-evaluation-harness, at several latencies in one run.
 
 The stub (tests/stub_server.py) runs in its own process and answers every request after a
-fixed latency, so the ideal rate is concurrency / latency (32 / 0.2 s = 160 req/s). In the same
-run we measure, against the same stub and with the same requests:
+fixed latency, so the ideal rate is concurrency / latency (32 / 0.01 s = 3,200 req/s). For each
+latency, every round runs each method once against the same stub with the same requests:
 
-  bare aiohttp   a semaphore + POST loop, nothing else: what this machine can do
-  openai         the plain `openai.AsyncOpenAI` client (chat.completions.create, defaults)
-  evekit         ModelClient (fresh cache, progress bar off), then again with the bar on
-  evekit cached  a new ModelClient replaying the same requests from the cache (no network)
+  bare aiohttp           a semaphore + POST loop, nothing else: what this machine can do
+  openai                 the plain `openai.AsyncOpenAI` client (chat.completions.create, defaults)
+  lm_eval                lm-evaluation-harness's `local-chat-completions` (no request cache), run
+                         in its own interpreter (`--lm-eval-python`; it pulls torch, so it lives
+                         in its own venv, see bench_lm_eval.py); skipped when that is missing
+  evekit                 ModelClient with its cache on (fresh cache dir), progress bar off
+  evekit + progress bar  the same with the tqdm bar on (what a notebook shows)
+then a new ModelClient replays the same requests from the cache (no network). Besides req/s, each
+row has the client's own CPU time per call (process time of all its threads, stub excluded).
 
-Acceptance: at 200 ms evekit >= 90% of bare aiohttp's req/s; the cached replay < 2 s.
-Each method runs `--rounds` times and the best round counts (others share these CPUs).
+The machine is shared, so absolute rates drift: what counts is each method's rate divided by
+bare aiohttp's in the same round, and the figure reported is the median over the rounds.
+Acceptance (issue 16): evekit >= 80% of bare at 10 ms, >= 90% at 50 ms, >= 95% at 200 ms; the
+cached replay < 2 s.
 
-    python benchmarks/bench_client.py                 # 2,000 requests, latencies 0.2 and 0.05
-    python benchmarks/bench_client.py --n 300         # quick try
+    python benchmarks/bench_client.py                       # 2,000 requests, 10, 50, 200 ms, 3 rounds
+    python benchmarks/bench_client.py --n 300 --rounds 1    # quick try
 """
 from __future__ import annotations
 
@@ -22,6 +30,8 @@ import asyncio
 import json
 import os
 import platform
+import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -37,6 +47,9 @@ from evekit.client import ModelClient  # noqa: E402
 from evekit.types import GenerationRequest  # noqa: E402
 
 MODEL = "stub-model"
+# Where bench_lm_eval.py's docstring installs lm_eval; override with --lm-eval-python.
+DEFAULT_LM_EVAL_PYTHON = os.environ.get("EVEKIT_LM_EVAL_PYTHON", "/work/lm_eval_venv/bin/python")
+GOALS = {0.01: 80.0, 0.05: 90.0, 0.2: 95.0}  # latency (s) -> evekit's % of bare aiohttp
 
 
 def make_requests(n: int) -> list[GenerationRequest]:
@@ -98,33 +111,66 @@ def evekit_run(base_url: str, reqs: list[GenerationRequest], concurrency: int, c
     return elapsed, client
 
 
-def bench_latency(latency: float, n: int, concurrency: int, rounds: int) -> dict:
+def lm_eval_run(python: str, base_url: str, n: int, concurrency: int) -> tuple[float, float]:
+    """(seconds, CPU seconds) of lm_eval's generate_until (its import time excluded), in its own
+    interpreter."""
+    proc = subprocess.run([python, str(HERE / "bench_lm_eval.py"), "--base-url", base_url,
+                           "--n", str(n), "--concurrency", str(concurrency)],
+                          capture_output=True, text=True, timeout=1200)
+    if proc.returncode != 0:
+        raise RuntimeError(f"lm_eval run failed:\n{proc.stderr[-2000:]}")
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    return out["seconds"], out["cpu_seconds"]
+
+
+def timed(fn) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of this process, all its threads) of `fn()`."""
+    cpu = time.process_time()
+    seconds = fn()
+    return seconds, time.process_time() - cpu
+
+
+def bench_latency(latency: float, n: int, concurrency: int, rounds: int, lm_eval_python: str | None) -> dict:
     reqs = make_requests(n)
     ideal = concurrency / latency
-    best: dict[str, float] = {}
+    seconds: dict[str, list[float]] = {}
+    cpu: dict[str, list[float]] = {}
     with StubServer(latency=latency) as stub, tempfile.TemporaryDirectory() as tmp:
         asyncio.run(bare_aiohttp(stub.base_url, reqs[: 2 * concurrency], concurrency))  # warm-up
-        cached_s = None
         for rnd in range(rounds):
             runs = {
-                "bare aiohttp": lambda: asyncio.run(bare_aiohttp(stub.base_url, reqs, concurrency)),
-                "openai": lambda: asyncio.run(plain_openai(stub.base_url, reqs, concurrency)),
-                "evekit": lambda: evekit_run(stub.base_url, reqs, concurrency, f"{tmp}/c{rnd}")[0],
-                "evekit + progress bar": lambda: evekit_run(stub.base_url, reqs, concurrency,
-                                                            f"{tmp}/p{rnd}", progress=True)[0],
+                "bare aiohttp": lambda: timed(lambda: asyncio.run(bare_aiohttp(stub.base_url, reqs, concurrency))),
+                "openai": lambda: timed(lambda: asyncio.run(plain_openai(stub.base_url, reqs, concurrency))),
+                "evekit": lambda: timed(lambda: evekit_run(stub.base_url, reqs, concurrency, f"{tmp}/c{rnd}")[0]),
+                "evekit + progress bar": lambda: timed(lambda: evekit_run(stub.base_url, reqs, concurrency,
+                                                                          f"{tmp}/p{rnd}", progress=True)[0]),
             }
+            if lm_eval_python:
+                runs["lm_eval local-chat-completions"] = lambda: lm_eval_run(lm_eval_python, stub.base_url,
+                                                                             n, concurrency)
             for name, fn in runs.items():
-                elapsed = fn()
-                best[name] = min(best.get(name, float("inf")), elapsed)
-                print(f"  {latency * 1000:.0f} ms round {rnd + 1}: {name:22s} {n / elapsed:7.1f} req/s",
+                elapsed, cpu_s = fn()
+                seconds.setdefault(name, []).append(elapsed)
+                cpu.setdefault(name, []).append(cpu_s)
+                print(f"  {latency * 1000:.0f} ms round {rnd + 1}: {name:30s} {n / elapsed:7.1f} req/s",
                       file=sys.stderr, flush=True)
         stats_before = stub.stats()["total"]
         cached_s, client = evekit_run(stub.base_url, reqs, concurrency, f"{tmp}/c0")
         assert stub.stats()["total"] == stats_before, "the cached replay touched the network"
         assert client.usage.cache_hits == n and client.usage.requests == 0
-    rows = {name: {"seconds": round(s, 3), "req_per_s": round(n / s, 1),
-                   "pct_of_ideal": round(100 * n / s / ideal, 1),
-                   "pct_of_bare": round(100 * best["bare aiohttp"] / s, 1)} for name, s in best.items()}
+    bare = seconds["bare aiohttp"]
+    rows = {}
+    for name, secs in seconds.items():
+        med = statistics.median(secs)
+        # the share of bare's rate round by round (same minute, same load), then its median
+        pct = [100 * b / s for b, s in zip(bare, secs)]
+        rows[name] = {"seconds": round(med, 3), "req_per_s": round(n / med, 1),
+                      "pct_of_ideal": round(100 * n / med / ideal, 1),
+                      "pct_of_bare": round(statistics.median(pct), 1),
+                      "pct_of_bare_rounds": [round(p, 1) for p in pct],
+                      # the client's own CPU per call (all its threads), less sensitive to others' load
+                      "cpu_us_per_req": round(1e6 * statistics.median(cpu[name]) / n, 1),
+                      "req_per_s_rounds": [round(n / s, 1) for s in secs]}
     return {"latency_s": latency, "n": n, "concurrency": concurrency, "ideal_req_per_s": ideal,
             "rounds": rounds, "methods": rows, "cached_replay_seconds": round(cached_s, 3)}
 
@@ -133,8 +179,11 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--n", type=int, default=2000, help="requests per method (default 2000)")
     p.add_argument("--concurrency", type=int, default=32)
-    p.add_argument("--latencies", type=float, nargs="+", default=[0.2, 0.05], help="seconds")
-    p.add_argument("--rounds", type=int, default=2, help="repeat each method; the best round counts")
+    p.add_argument("--latencies", type=float, nargs="+", default=[0.01, 0.05, 0.2], help="seconds")
+    p.add_argument("--rounds", type=int, default=3, help="rounds per latency; the median counts")
+    p.add_argument("--lm-eval-python", default=DEFAULT_LM_EVAL_PYTHON,
+                   help="an interpreter with lm_eval installed (default $EVEKIT_LM_EVAL_PYTHON or "
+                        "/work/lm_eval_venv/bin/python); the lm_eval row is skipped when it is missing")
     p.add_argument("--out", default=str(HERE / "results" / "bench_client.json"))
     p.add_argument("--base-url", help="only time evekit (fresh cache, then cached replay) against this "
                                       "running server and print JSON (used by bench_lm_eval.py)")
@@ -148,29 +197,37 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps({"seconds": first, "req_per_s": a.n / first, "cached_replay_seconds": replay}))
         return 0
 
+    lm_eval_python = a.lm_eval_python if a.lm_eval_python and Path(a.lm_eval_python).exists() else None
+    if lm_eval_python is None:
+        print(f"lm_eval row skipped: {a.lm_eval_python} not found (--lm-eval-python; see bench_lm_eval.py)",
+              file=sys.stderr)
     report = {"benchmark": "bench_client", "python": platform.python_version(),
-              "cpus": os.cpu_count(), "loadavg_start": os.getloadavg(), "runs": []}
+              "cpus": os.cpu_count(), "loadavg_start": os.getloadavg(), "runs": [],
+              "lm_eval_python": lm_eval_python}
     for latency in a.latencies:
-        report["runs"].append(bench_latency(latency, a.n, a.concurrency, a.rounds))
+        report["runs"].append(bench_latency(latency, a.n, a.concurrency, a.rounds, lm_eval_python))
     report["loadavg_end"] = os.getloadavg()
 
     ok = True
-    print(f"\n{a.n} requests, concurrency {a.concurrency}, best of {a.rounds} round(s)")
-    print(f"{'latency':>8} {'method':24} {'req/s':>8} {'% ideal':>8} {'% bare':>8}")
+    print(f"\n{a.n} requests, concurrency {a.concurrency}, median of {a.rounds} round(s); "
+          f"% bare = the rate over bare aiohttp's in the same round")
+    print(f"{'latency':>8} {'method':32} {'req/s':>8} {'% ideal':>8} {'% bare':>8} {'CPU us/req':>11}")
     for run in report["runs"]:
         for name, row in run["methods"].items():
-            print(f"{run['latency_s'] * 1000:6.0f}ms {name:24} {row['req_per_s']:8.1f} "
-                  f"{row['pct_of_ideal']:7.1f}% {row['pct_of_bare']:7.1f}%")
-        print(f"{run['latency_s'] * 1000:6.0f}ms {'evekit cached replay':24} "
+            print(f"{run['latency_s'] * 1000:6.0f}ms {name:32} {row['req_per_s']:8.1f} "
+                  f"{row['pct_of_ideal']:7.1f}% {row['pct_of_bare']:7.1f}% {row['cpu_us_per_req']:11.0f}")
+        print(f"{run['latency_s'] * 1000:6.0f}ms {'evekit cached replay':32} "
               f"{run['cached_replay_seconds']:7.2f}s")
-        if abs(run["latency_s"] - 0.2) < 1e-9:
-            ok &= run["methods"]["evekit"]["pct_of_bare"] >= 90.0
+        goal = GOALS.get(round(run["latency_s"], 3))
+        if goal is not None:
+            ok &= run["methods"]["evekit"]["pct_of_bare"] >= goal
         ok &= run["cached_replay_seconds"] < 2.0
+    report["goals_pct_of_bare"] = {f"{k * 1000:.0f} ms": v for k, v in GOALS.items()}
     report["acceptance_met"] = ok
     out = Path(a.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2) + "\n")
-    print(f"\nacceptance (evekit >= 90% of bare at 200 ms, cached replay < 2 s): "
+    print(f"\nacceptance (evekit >= 80/90/95% of bare at 10/50/200 ms, cached replay < 2 s): "
           f"{'met' if ok else 'NOT met'}; wrote {out}")
     return 0 if ok else 1
 

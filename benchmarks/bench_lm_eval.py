@@ -9,6 +9,9 @@ never in evekit's:
     /work/lm_eval_venv/bin/pip install "lm_eval[api]"
     /work/lm_eval_venv/bin/python benchmarks/bench_lm_eval.py [--n 2000] [--latency 0.2]
 
+bench_client.py runs this script with `--base-url` to put an lm_eval row next to bare aiohttp and
+evekit at each latency (`--lm-eval-python /work/lm_eval_venv/bin/python`).
+
 Rows: a bare aiohttp loop (the machine's limit, measured in this run), lm_eval without a
 cache, lm_eval with its SQLite request cache (`CachingLM`) and that cache's replay, and evekit
 (first run and cached replay), which runs in evekit's own interpreter (`--evekit-python`,
@@ -94,6 +97,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--latency", type=float, default=0.2)
     p.add_argument("--evekit-python", default=str(ROOT / ".venv" / "bin" / "python"))
     p.add_argument("--out", default=None, help="default: results/bench_lm_eval-<latency ms>.json")
+    p.add_argument("--base-url", help="only time lm_eval (no request cache) against this running server "
+                                      "and print JSON (used by bench_client.py)")
     a = p.parse_args(argv)
     try:
         from importlib.metadata import version
@@ -103,11 +108,18 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError as e:
         print(f"lm_eval is not importable with {sys.executable} ({e}).\n"
               "It needs torch and transformers, so it is kept out of evekit's environment. To run "
-              "this comparison:\n" + __doc__.split("\n\n")[2])
-        return 0
+              "this comparison:\n" + __doc__.split("\n\n")[2], file=sys.stderr if a.base_url else sys.stdout)
+        return 1 if a.base_url else 0
 
     import logging
     logging.getLogger("lm-eval").setLevel(logging.ERROR)
+    if a.base_url:
+        lm_eval_run(a.base_url, 2 * a.concurrency, a.concurrency, None)  # warm-up: imports, connections
+        cpu = time.process_time()
+        seconds = lm_eval_run(a.base_url, a.n, a.concurrency, None)
+        print(json.dumps({"seconds": seconds, "req_per_s": a.n / seconds, "lm_eval": lm_eval_version,
+                          "cpu_seconds": time.process_time() - cpu}))
+        return 0
     from stub_server import StubServer
 
     n, c = a.n, a.concurrency

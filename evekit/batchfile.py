@@ -94,13 +94,6 @@ class ImportSummary:
     plans: list[RunPlan]
 
 
-class _Response:
-    """What `ModelClient`'s response parser reads of an HTTP response."""
-
-    def __init__(self, content: bytes, status_code: int) -> None:
-        self.content, self.status_code = content, status_code
-
-
 def _answer(api: str, body: Any, where: str) -> GenerationResult:
     """The body of a 200 line read as the client reads a live response (reasoning, <think> blocks,
     tokens); a body without an answer is a failure with the reason."""
@@ -111,7 +104,7 @@ def _answer(api: str, body: Any, where: str) -> GenerationResult:
     try:
         # The one parser of responses (ModelClient._parse reads nothing of the client itself).
         return ModelClient._parse(None, SimpleNamespace(api=api),  # type: ignore[arg-type]
-                                  _Response(json.dumps(body).encode("utf-8"), 200))
+                                  200, json.dumps(body).encode("utf-8"))
     except Exception as exc:  # noqa: BLE001 - e.g. no choices: recorded as the item's failure
         return GenerationResult(text=None, error=f"batch answer unusable ({where}): {exc}")
 

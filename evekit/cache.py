@@ -5,7 +5,7 @@ run resumes and sends only the calls that are missing, a rerun of a finished not
 nothing, and a committed JSONL export replays a whole run offline (`offline=True`).
 
 Storage is one SQLite file, `<cache_dir>/cache.sqlite`, in WAL mode with a busy timeout and
-one short transaction per answer, so several processes (parallel notebooks, a judge and a
+one short transaction per batch of answers, so several processes (parallel notebooks, a judge and a
 model) can share a cache. Rows are keyed by `cache_key`, a SHA-256 over everything that
 changes the answer: endpoint kind, model, messages or prompt, temperature, max_tokens, stop,
 seed, response_format and sample_index. The base URL is deliberately NOT part of the key:
@@ -20,10 +20,10 @@ fields in plain view) that can be reviewed in a diff and committed; any `*.jsonl
 """
 from __future__ import annotations
 
+import collections
 import hashlib
 import json
 import os
-import queue
 import socket
 import sqlite3
 import threading
@@ -110,6 +110,15 @@ def key_of_fields(fields: Mapping[str, Any]) -> str:
     return hashlib.sha256(_canonical({"v": KEY_VERSION, **fields}).encode("utf-8")).hexdigest()
 
 
+def request_key(model: str, request: GenerationRequest) -> tuple[str, str]:
+    """(`cache_key`, the canonical JSON of the keyed fields that a cache row stores), from one
+    serialisation: every keyed field sorts before the version's "v", so the key's JSON is the
+    row's with `"v"` appended."""
+    canonical = _canonical(key_fields(model, request))
+    keyed = f'{canonical[:-1]},"v":{KEY_VERSION}}}'
+    return hashlib.sha256(keyed.encode("utf-8")).hexdigest(), canonical
+
+
 def cache_key(model: str, request: GenerationRequest) -> str:
     """SHA-256 hex of the keyed fields of `request` sent to `model` (base URL not included)."""
     return key_of_fields(key_fields(model, request))
@@ -181,21 +190,23 @@ class ResponseCache:
     def get(self, key: str) -> GenerationResult | None:
         return self.get_many([key]).get(key)
 
-    def put(self, key: str, fields: Mapping[str, Any], result: GenerationResult) -> None:
+    def put(self, key: str, fields: Mapping[str, Any] | str, result: GenerationResult) -> None:
         """Store one successful answer now (one atomic transaction). Failures are refused."""
         self.put_many([(key, fields, result)])
 
-    def put_many(self, items: Iterable[tuple[str, Mapping[str, Any], GenerationResult]]) -> None:
-        """Store answers in one short transaction. Failures are refused."""
+    def put_many(self, items: Iterable[tuple[str, Mapping[str, Any] | str, GenerationResult]]) -> None:
+        """Store answers in one short transaction. Failures are refused. The request is its keyed
+        fields, or their canonical JSON as `request_key` returns it."""
         now = time.time()
         rows, rejections = [], []
         for key, fields, result in items:
             if result.failed and not result.rejected:
                 raise ValueError("failed results are not cached (only a server's refusal of the request)")
+            request = fields if isinstance(fields, str) else _canonical(fields)
             if result.failed:
-                rejections.append((key, _canonical(fields), result.error, now))
+                rejections.append((key, request, result.error, now))
             else:
-                rows.append((key, _canonical(fields), *_stored_values(result), now))
+                rows.append((key, request, *_stored_values(result), now))
         with self._lock:
             self._insert_many(rows, rejections)
 
@@ -246,21 +257,22 @@ class ResponseCache:
         Stale claims (expired, or of a process that died on this machine) are taken over."""
         keys = list(dict.fromkeys(keys))
         now, host, pid = time.time(), socket.gethostname(), os.getpid()
-        mine: set[str] = set()
+        mine = set(keys)
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 for i in range(0, len(keys), 500):
                     chunk = keys[i:i + 500]
-                    marks = ",".join("?" * len(chunk))
-                    held = self._db.execute(f"SELECT key, owner, host, pid, expires FROM claims WHERE key IN ({marks})",
-                                            chunk).fetchall()
-                    stale = [(k,) for k, o, h, p, e in held if o != owner and _claim_is_stale(h, p, e, now)]
-                    self._db.executemany("DELETE FROM claims WHERE key = ?", stale)
+                    # Insert first: on a key nobody holds (the usual case) that is the whole claim.
                     self._db.executemany("INSERT OR IGNORE INTO claims VALUES (?,?,?,?,?)",
                                          [(k, owner, host, pid, now + ttl) for k in chunk])
-                    mine |= {r[0] for r in self._db.execute(
-                        f"SELECT key FROM claims WHERE owner = ? AND key IN ({marks})", [owner, *chunk])}
+                    held = self._db.execute(
+                        f"SELECT key, host, pid, expires FROM claims WHERE owner != ? "
+                        f"AND key IN ({','.join('?' * len(chunk))})", [owner, *chunk]).fetchall()
+                    stale = [k for k, h, p, e in held if _claim_is_stale(h, p, e, now)]
+                    self._db.executemany("UPDATE claims SET owner = ?, host = ?, pid = ?, expires = ? WHERE key = ?",
+                                         [(owner, host, pid, now + ttl, k) for k in stale])
+                    mine -= {k for k, *_ in held} - set(stale)
                 self._db.execute("COMMIT")
             except BaseException:
                 self._db.execute("ROLLBACK")
@@ -274,6 +286,17 @@ class ResponseCache:
                 self._db.execute("DELETE FROM claims WHERE owner = ?", (owner,))
             else:
                 self._db.executemany("DELETE FROM claims WHERE owner = ? AND key = ?", [(owner, k) for k in keys])
+
+    def claimed_many(self, keys: Iterable[str]) -> set[str]:
+        """Those of `keys` on which someone still holds a live claim."""
+        keys = list(dict.fromkeys(keys))
+        now, held = time.time(), set()
+        with self._lock:
+            for i in range(0, len(keys), 500):
+                chunk = keys[i:i + 500]
+                q = f"SELECT key, host, pid, expires FROM claims WHERE key IN ({','.join('?' * len(chunk))})"
+                held |= {k for k, *claim in self._db.execute(q, chunk) if not _claim_is_stale(*claim, now)}
+        return held
 
     def claimed(self, key: str) -> bool:
         """Someone still holds a live claim on `key`."""
@@ -349,42 +372,49 @@ class ResponseCache:
 class CacheWriter:
     """Writes answers to a `ResponseCache` on a background thread.
 
-    Each answer is committed as soon as the thread takes it (answers that queued up
-    meanwhile share one transaction), so the event loop never waits for SQLite and a killed
-    process loses at most the answers of the last few milliseconds. `close()` waits until
-    everything queued is committed and re-raises a write error.
+    `put` only appends to a deque: the event loop never waits for SQLite and never wakes a
+    thread (on a busy machine each wake-up costs the loop a trip through the scheduler, more
+    than a fast server's answer). The thread commits what has arrived every `interval` seconds
+    in one transaction, so a killed process loses at most the answers of that last interval.
+    `close()` commits the rest, waits, and re-raises a write error.
     """
 
-    def __init__(self, cache: ResponseCache) -> None:
+    def __init__(self, cache: ResponseCache, interval: float = 0.01) -> None:
         self.cache = cache
-        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self.interval = interval
+        self._pending: collections.deque[tuple[str, Mapping[str, Any] | str, GenerationResult]] = \
+            collections.deque()
+        self._closing = threading.Event()
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name="evekit-cache-writer", daemon=True)
         self._thread.start()
 
-    def put(self, key: str, fields: Mapping[str, Any], result: GenerationResult) -> None:
-        self._queue.put((key, fields, result))
+    def put(self, key: str, fields: Mapping[str, Any] | str, result: GenerationResult) -> None:
+        self._pending.append((key, fields, result))  # deque.append is atomic: no lock, no wake-up
+
+    def put_many(self, items: Iterable[tuple[str, Mapping[str, Any] | str, GenerationResult]]) -> None:
+        self._pending.extend(items)
+
+    def _commit(self) -> None:
+        batch = []
+        while True:
+            try:
+                batch.append(self._pending.popleft())
+            except IndexError:
+                break
+        if batch and self._error is None:
+            try:
+                self.cache.put_many(batch)
+            except BaseException as e:  # noqa: BLE001 - reported by close()
+                self._error = e
 
     def _run(self) -> None:
-        done = False
-        while not done:
-            batch = [self._queue.get()]
-            while True:
-                try:
-                    batch.append(self._queue.get_nowait())
-                except queue.Empty:
-                    break
-            if batch[-1] is None:
-                done = True
-                batch.pop()
-            if batch and self._error is None:
-                try:
-                    self.cache.put_many(batch)
-                except BaseException as e:  # noqa: BLE001 - reported by close()
-                    self._error = e
+        while not self._closing.wait(self.interval):
+            self._commit()
+        self._commit()
 
     def close(self) -> None:
-        self._queue.put(None)
+        self._closing.set()
         self._thread.join()
         if self._error is not None:
             raise self._error

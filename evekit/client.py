@@ -6,8 +6,15 @@ OpenAI-compatible server (llama.cpp's server, vLLM, Ollama, hosted APIs) through
 
 How it behaves, and why:
 
-* Concurrency is bounded by `concurrency` for the whole client, over one shared connection
-  pool (aiohttp transport when available: it costs much less CPU per request than the default).
+* Concurrency is bounded by `concurrency` for the whole client, over one shared aiohttp
+  connection pool. The `openai` client builds the headers (key, organisation, project) and every
+  HTTP error (`openai.APIStatusError` and its kin), but the hot path posts the JSON body itself and
+  parses the reply with `json.loads`: openai's request and response models cost more CPU per call
+  than a fast local server spends answering it (benchmarks/bench_client.py).
+* Memory stays bounded however many requests come in: `concurrency` workers take the calls from
+  a short queue, claimed in the cache a batch at a time just before they are sent, and each answer
+  goes to the cache (a writer thread that commits every 10 ms, one transaction for what came)
+  and to `on_result` as it lands.
 * Retries (tenacity, exponential backoff with jitter) happen on 429, 408/409, 5xx, timeouts and
   connection errors; a `Retry-After` header is honoured (up to 120 s; a longer one fails the
   request). Other 4xx are not retried. After the last retry the sample is a failed
@@ -47,33 +54,32 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, AsyncIterator, Callable, Sequence
 
+import aiohttp
 import openai
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 from tenacity import wait_exponential, wait_random
 from tqdm.auto import tqdm
+from yarl import URL
 
 from .errors import CacheMiss, EndpointError
-from .cache import CacheWriter, ResponseCache, key_fields, key_of_fields
+from .cache import CacheWriter, ResponseCache, request_key
 from .endpoints import shared_slots
 from .parsing import strip_think
 from .types import GenerationRequest, GenerationResult, Usage
 
-# The HTTP library the installed openai is built on: httpx2 in openai>=3, httpx before.
+# The HTTP library the installed openai is built on: httpx2 in openai>=3, httpx before. Its
+# Request/Response types are what openai's exceptions carry.
 if hasattr(openai, "DefaultAsyncHttpx2Client"):
     import httpx2 as _http
 else:  # pragma: no cover - older openai
     import httpx as _http  # type: ignore[no-redef]
-
-try:
-    import aiohttp as _aiohttp
-except ImportError:  # pragma: no cover - aiohttp is optional; httpx is used instead
-    _aiohttp = None  # type: ignore[assignment]
 
 __all__ = ["ModelClient", "EndpointError", "CacheMiss", "request_body", "endpoint_path"]
 
 CLAIM_POLL_SECONDS = 0.2  # how often a process waiting for another's answer looks for it
 MAX_RETRY_AFTER = 120.0  # seconds; a server asking for longer is treated as a failure
 PLACEHOLDER_KEY = "EMPTY"  # what local servers get when no key is configured
+LOOKUP_CHUNK = 500  # cache look-ups per query (SQLite's bound on parameters is 999 in old builds)
 
 
 class _BadResponse(Exception):
@@ -109,9 +115,9 @@ def _connection_failure(exc: BaseException) -> str | None:
     The aiohttp transport reports a refused connection as a connect *timeout*, so the
     exception chain is searched for the underlying error.
     """
-    connect_types: tuple[type[BaseException], ...] = (ConnectionError, socket.gaierror, _http.ConnectError)
-    if _aiohttp is not None:
-        connect_types += (_aiohttp.ClientConnectorError, _aiohttp.ServerDisconnectedError)
+    connect_types: tuple[type[BaseException], ...] = (ConnectionError, socket.gaierror, _http.ConnectError,
+                                                      aiohttp.ClientConnectorError,
+                                                      aiohttp.ServerDisconnectedError)
     for e in _exc_chain(exc):
         if isinstance(e, connect_types):
             return _short(str(e) or type(e).__name__, 200)
@@ -218,26 +224,56 @@ def endpoint_path(api: str) -> str:
 
 
 class _Session:
-    """What must live on one event loop: the openai client, its connection pool, the semaphore."""
+    """What must live on one event loop: the connection pool, the openai client, the semaphore.
+
+    The openai client is built with the user's settings (base URL, key, timeout) and supplies the
+    headers it would send and the exceptions for HTTP errors; the POSTs go through aiohttp directly.
+    """
 
     def __init__(self, client: "ModelClient") -> None:
-        limits = _http.Limits(max_connections=client.concurrency,
-                              max_keepalive_connections=client.concurrency)
-        http_client = None
-        if _aiohttp is not None and hasattr(openai, "DefaultAioHttpClient"):
-            try:
-                http_client = openai.DefaultAioHttpClient(limits=limits, timeout=client.timeout,
-                                                          verify=_ssl_context())
-            except RuntimeError:  # this openai build lacks its aiohttp transport
-                http_client = None
-        if http_client is None:
-            http_client = _http.AsyncClient(limits=limits, timeout=client.timeout, verify=_ssl_context())
         self.openai = openai.AsyncOpenAI(
             base_url=client.base_url, api_key=client._api_key() or PLACEHOLDER_KEY,
             max_retries=0,  # tenacity retries, so that every retry is seen and counted
-            timeout=client.timeout, http_client=http_client)
+            timeout=client.timeout, http_client=_http.AsyncClient(verify=_ssl_context()))
+        self.headers = _openai_headers(self.openai, f"{client.base_url}/chat/completions")
+        # Proxies from the environment, as httpx (and so openai) honours them; looked up once,
+        # not on every request as aiohttp's trust_env would.
+        try:
+            self.proxy, self.proxy_auth = aiohttp.helpers.get_env_proxy_for_url(
+                URL(client.base_url))
+        except LookupError:
+            self.proxy, self.proxy_auth = None, None
+        self.http = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=client.concurrency, ssl=_ssl_context()),
+            # Per attempt, as openai's timeout: to connect, and between bytes of the answer.
+            timeout=aiohttp.ClientTimeout(total=None, sock_connect=client.timeout, sock_read=client.timeout),
+            headers=self.headers, skip_auto_headers=("User-Agent",))
         self.semaphore = asyncio.Semaphore(client.concurrency)
         self.users = 0
+
+    async def close(self) -> None:
+        await self.http.close()
+        await self.openai.close()
+
+
+def _openai_headers(client: openai.AsyncOpenAI, url: str) -> dict[str, str]:
+    """The headers openai itself would send (auth, organisation, project, user agent)."""
+    try:
+        from openai._models import FinalRequestOptions
+
+        request = client._build_request(FinalRequestOptions.construct(method="post", url=url, json_data={}))
+        # Not openai's telemetry (X-Stainless-*): no server needs it, and aiohttp merges every
+        # session header into every request.
+        headers = {k: v for k, v in request.headers.items()
+                   if k.lower() not in ("content-length", "host", "content-type", "connection", "accept-encoding")
+                   and not k.lower().startswith("x-stainless")}
+    except Exception:  # noqa: BLE001 - a private API that moved: the public parts are enough
+        headers = {k: v for k, v in client.default_headers.items()
+                   if isinstance(v, str) and k.lower() != "content-type"
+                   and not k.lower().startswith("x-stainless")}
+        headers["Authorization"] = f"Bearer {client.api_key}"
+    headers["Content-Type"] = "application/json"
+    return headers
 
 
 class ModelClient:
@@ -327,138 +363,200 @@ class ModelClient:
         self.close()
 
     # -- public API -----------------------------------------------------------------------
-    def generate(self, requests: Sequence[GenerationRequest], desc: str = "",
+    def generate(self, requests: Sequence[GenerationRequest], desc: str = "", *,
                  on_result: Callable[[int, GenerationResult], None] | None = None) -> list[GenerationResult]:
         """Answer `requests` (results in the same order). Synchronous; works in Jupyter,
         where an event loop already runs, by running the work in a worker thread.
 
-        `on_result(position, result)` is called once per request as soon as its result is final
-        (cache hits first), from the thread doing the calls: it must be quick (hand the result on)."""
+        `on_result(i, result)` is called for each request as its result lands (cached ones
+        first), from the thread that runs the calls, so a caller can act on answers while the
+        rest are still being generated."""
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            return asyncio.run(self.agenerate(requests, desc, on_result))
+            return asyncio.run(self.agenerate(requests, desc, on_result=on_result))
         with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="evekit-client") as pool:
-            return pool.submit(asyncio.run, self.agenerate(requests, desc, on_result)).result()
+            return pool.submit(asyncio.run, self.agenerate(requests, desc, on_result=on_result)).result()
 
-    async def agenerate(self, requests: Sequence[GenerationRequest], desc: str = "",
-                        on_result: Callable[[int, GenerationResult], None] | None = None) -> list[GenerationResult]:
+    async def agenerate(self, requests: Sequence[GenerationRequest], desc: str = "", *,
+                        on_result: Callable[[int, GenerationResult], None] | None = None
+                        ) -> list[GenerationResult]:
         """Async version of `generate`."""
         started = time.perf_counter()
-        requests = list(requests)
-        for i, r in enumerate(requests):
-            if not isinstance(r, GenerationRequest):
-                raise TypeError(f"request {i} is a {type(r).__name__}, not a GenerationRequest")
-        fields = [key_fields(self.model, r) for r in requests]
-        keys = [key_of_fields(f) for f in fields]
-        results: list[GenerationResult | None] = [None] * len(requests)
-        hits = self.cache.get_many(keys) if self.cache is not None else {}
-        todo: dict[str, list[int]] = {}  # key -> positions (identical requests are sent once)
-        for i, k in enumerate(keys):
-            if k in hits:
-                results[i] = replace(hits[k])
-            else:
-                todo.setdefault(k, []).append(i)
-        n_cached = len(requests) - sum(len(v) for v in todo.values())
+        requests = requests if isinstance(requests, (list, tuple)) else list(requests)
+        n = len(requests)
+        results: list[GenerationResult | None] = [None] * n
+        # key -> [canonical request, positions...]: identical requests are sent once. Only the
+        # calls still to send are held; the cached ones go straight into `results`.
+        todo: dict[str, list[Any]] = {}
+        for lo in range(0, n, LOOKUP_CHUNK):
+            chunk: dict[str, list[Any]] = {}
+            for i in range(lo, min(lo + LOOKUP_CHUNK, n)):
+                r = requests[i]
+                if not isinstance(r, GenerationRequest):
+                    raise TypeError(f"request {i} is a {type(r).__name__}, not a GenerationRequest")
+                key, canonical = request_key(self.model, r)
+                if key in todo:
+                    todo[key].append(i)
+                elif key in chunk:
+                    chunk[key].append(i)
+                else:
+                    chunk[key] = [canonical, i]
+            hits = self.cache.get_many(chunk) if self.cache is not None else {}
+            for key, entry in chunk.items():
+                hit = hits.get(key)
+                if hit is None:
+                    todo[key] = entry
+                    continue
+                for j, i in enumerate(entry[1:]):
+                    results[i] = hit if j == 0 else replace(hit)
+        n_todo = sum(len(v) - 1 for v in todo.values())
+        n_cached = n - n_todo
         self.usage.cache_hits += n_cached
         if todo and self.offline:
-            missing = sum(len(v) for v in todo.values())
-            raise CacheMiss(f"{self.name}: {missing} of {len(requests)} requests are not in the cache "
+            raise CacheMiss(f"{self.name}: {n_todo} of {n} requests are not in the cache "
                             f"at {self.cache_dir} and offline=True forbids network calls; run once "
                             "online (offline=False) or import the recording with evekit.cache.import_cache")
-
         if on_result is not None:
-            for i in sorted(i for i, r in enumerate(results) if r is not None):
-                on_result(i, results[i])
-        bar = tqdm(total=len(requests), initial=n_cached, desc=desc or self.name, unit="req",
+            for i, r in enumerate(results):
+                if r is not None:
+                    on_result(i, r)
+
+        bar = tqdm(total=n, initial=n_cached, desc=desc or self.name, unit="req",
                    disable=not self.progress, dynamic_ncols=True)
         counts = {"cached": n_cached, "failed": 0}
         bar.set_postfix(counts, refresh=False)
+        try:
+            if todo:
+                await self._send(requests, todo, results, bar, counts, on_result)
+        finally:
+            bar.close()
+            self.usage.seconds += time.perf_counter() - started
+        return results  # type: ignore[return-value]
 
-        writer = CacheWriter(self.cache) if self.cache is not None and todo else None
+    async def _send(self, requests: Sequence[GenerationRequest], todo: dict[str, list[Any]],
+                    results: list[GenerationResult | None], bar: Any, counts: dict[str, int],
+                    on_result: Callable[[int, GenerationResult], None] | None) -> None:
+        """Send the calls of `todo` with `concurrency` workers fed from a short queue."""
+        cache = self.cache
+        writer = CacheWriter(cache) if cache is not None else None
         # Another process on the same cache may be sending some of these right now: each key is
         # claimed just before it is sent, and a key another process holds is waited for, not paid
         # for twice.
         owner = f"{socket.gethostname()}:{os.getpid()}:{id(self):x}:{time.monotonic_ns()}"
         claim_ttl = self.timeout * (self.max_retries + 1) + 60.0
+        # Claimed and queued `concurrency` at a time, once the queue has run dry: one SQLite
+        # transaction per batch, and the claims stay just ahead of the sending (at most one batch
+        # besides those in flight), so another process sharing the cache still finds work.
+        batch = self.concurrency
+        slots = shared_slots(self.base_url)
+        queue: asyncio.Queue[tuple[str, list[Any]] | None] = asyncio.Queue(maxsize=batch)
+        drained = asyncio.Event()  # set by a worker that took the last queued call
 
-        aborted: list[BaseException] = []  # set by an EndpointError: send nothing more
-        # Under `evekit run` the endpoint's limit is shared with every other client and notebook.
-        slots = shared_slots(self.base_url) if todo else None
-
-        async def answered_elsewhere(key: str) -> GenerationResult | None:
-            """The answer of the process holding `key`'s claim, or None when the claim ended
-            without one (that call failed, or its process died)."""
-            assert self.cache is not None
-            while True:
-                await asyncio.sleep(CLAIM_POLL_SECONDS)
-                if (hit := self.cache.get(key)) is not None:
-                    return hit
-                if not self.cache.claimed(key):
-                    return self.cache.get(key)  # the answer may have landed in between
-
-        def take(key: str, where: list[int], hit: GenerationResult) -> None:
-            """An answer another process got for `key` (it counts as a cache hit)."""
-            self.usage.cache_hits += len(where)
-            for i in where:
-                results[i] = replace(hit)
-                if on_result is not None:
-                    on_result(i, results[i])
-            counts["cached"] += len(where)
-            bar.update(len(where))
-
-        async def one(key: str, where: list[int], session: _Session) -> None:
-            while True:
-                async with session.semaphore:
-                    if aborted:
-                        return
-                    if writer is None or key in self.cache.claim_many([key], owner, claim_ttl):
-                        # Answered by another process since this run looked the key up?
-                        if writer is not None and (hit := self.cache.get(key)) is not None:
-                            self.cache.release(owner, [key])
-                            take(key, where, hit)
-                            return
-                        try:
-                            async with slots.slot() if slots is not None else nullcontext():
-                                result = await self._call(session, requests[where[0]])
-                        except EndpointError as e:
-                            aborted.append(e)
-                            raise
-                        break
-                if (elsewhere := await answered_elsewhere(key)) is not None:
-                    take(key, where, elsewhere)
-                    return
-            if writer is not None and (not result.failed or result.rejected):
-                writer.put(key, fields[where[0]], result)  # the write also ends the claim
-            elif writer is not None:
-                self.cache.release(owner, [key])  # a failure: let another process try
+        def land(where: list[Any], result: GenerationResult) -> None:
             for j, i in enumerate(where):
-                results[i] = result if j == 0 else replace(result)
+                r = result if j == 0 else replace(result)
+                results[i] = r
                 if on_result is not None:
-                    on_result(i, results[i])
+                    on_result(i, r)
             if result.failed:
                 counts["failed"] += len(where)
                 bar.set_postfix(counts, refresh=False)
             bar.update(len(where))
 
-        try:
-            if todo:
-                async with self._session() as session:
-                    tasks = [asyncio.ensure_future(one(k, w, session)) for k, w in todo.items()]
+        def take(entry: list[Any], hit: GenerationResult) -> None:
+            """An answer another process got (it counts as a cache hit)."""
+            where = entry[1:]
+            self.usage.cache_hits += len(where)
+            counts["cached"] += len(where)
+            land(where, hit)
+
+        async def enqueue(items: list[tuple[str, list[Any]]], waiting: dict[str, list[Any]]) -> None:
+            """Claim `items` and queue those now ours; the others wait for their owner's answer."""
+            if cache is not None:
+                mine = cache.claim_many([k for k, _ in items], owner, claim_ttl)
+                # Answered by another process since this run looked them up?
+                done = cache.get_many([k for k, _ in items if k in mine])
+                if done:
+                    cache.release(owner, list(done))
+                for key, entry in items:
+                    if key in done:
+                        take(entry, done[key])
+                    elif key not in mine:
+                        waiting[key] = entry
+                items = [(k, e) for k, e in items if k in mine and k not in done]
+            for item in items:
+                await queue.put(item)
+
+        async def poll(waiting: dict[str, list[Any]]) -> list[tuple[str, list[Any]]]:
+            """Answers of the other process; the keys whose claim ended without one come back."""
+            assert cache is not None
+            found = cache.get_many(waiting)
+            for key, hit in found.items():
+                take(waiting.pop(key), hit)
+            held = cache.claimed_many(waiting)
+            free = [k for k in waiting if k not in held]
+            late = cache.get_many(free)  # the answer may have landed in between
+            for key in free:
+                if key in late:
+                    take(waiting.pop(key), late[key])
+            return [(k, waiting.pop(k)) for k in free if k in waiting]
+
+        async def feed() -> None:
+            waiting: dict[str, list[Any]] = {}
+            items = iter(todo.items())
+            last_poll = time.monotonic()
+            while True:
+                while not queue.empty():
+                    drained.clear()
                     try:
-                        await asyncio.gather(*tasks)
-                    except BaseException:
-                        for t in tasks:
-                            t.cancel()
-                        await asyncio.gather(*tasks, return_exceptions=True)
-                        raise
+                        await asyncio.wait_for(drained.wait(), CLAIM_POLL_SECONDS if waiting else None)
+                    except asyncio.TimeoutError:
+                        break  # time to look at the calls another process is answering
+                chunk = [item for _, item in zip(range(batch), items)] if queue.empty() else []
+                if chunk:
+                    await enqueue(chunk, waiting)
+                elif not waiting and queue.empty():
+                    break
+                elif queue.empty():
+                    await asyncio.sleep(CLAIM_POLL_SECONDS)
+                if waiting and time.monotonic() - last_poll >= CLAIM_POLL_SECONDS:
+                    last_poll = time.monotonic()
+                    if again := await poll(waiting):
+                        await enqueue(again, waiting)
+            for _ in range(self.concurrency):
+                await queue.put(None)
+
+        async def work(session: _Session) -> None:
+            while (item := await queue.get()) is not None:
+                if queue.empty():
+                    drained.set()
+                key, entry = item
+                async with session.semaphore:
+                    # Under `evekit run` the endpoint's limit is shared with every other client and notebook.
+                    async with slots.slot() if slots is not None else nullcontext():
+                        result = await self._call(session, requests[entry[1]])
+                if writer is not None and (not result.failed or result.rejected):
+                    writer.put(key, entry[0], result)  # the write also ends the claim
+                elif writer is not None:
+                    cache.release(owner, [key])  # a failure: let another process try
+                land(entry[1:], result)
+
+        try:
+            async with self._session() as session:
+                tasks = [asyncio.ensure_future(feed())]
+                tasks += [asyncio.ensure_future(work(session)) for _ in range(self.concurrency)]
+                try:
+                    await asyncio.gather(*tasks)
+                except BaseException:  # an EndpointError or an interruption: send nothing more
+                    for t in tasks:
+                        t.cancel()
+                    await asyncio.gather(*tasks, return_exceptions=True)
+                    raise
         finally:
-            bar.close()
             if writer is not None:
                 writer.close()  # everything answered is on disk before we return or raise
-                self.cache.release(owner)  # claims left by an interruption or an abort
-            self.usage.seconds += time.perf_counter() - started
-        return results  # type: ignore[return-value]
+                cache.release(owner)  # claims left by an interruption or an abort
 
     # -- one request ------------------------------------------------------------------------
     @asynccontextmanager
@@ -475,7 +573,7 @@ class ModelClient:
             session.users -= 1
             if session.users == 0:
                 del self._sessions[loop]
-                await session.openai.close()
+                await session.close()
 
     def _wait(self, state: RetryCallState) -> float:
         """Honour Retry-After when the server sent one, else exponential backoff with jitter."""
@@ -487,41 +585,72 @@ class ModelClient:
     def _body(self, request: GenerationRequest) -> dict[str, Any]:
         return request_body(self.model, request, self._max_tokens_field)
 
-    async def _post(self, session: _Session, request: GenerationRequest) -> Any:
-        # An absolute URL: openai then skips re-merging it with base_url (a third of its
-        # per-request CPU time in openai 3.x).
-        path = f"{self.base_url}/chat/completions" if request.api == "chat" else f"{self.base_url}/completions"
-        try:
-            response = await session.openai.post(path, cast_to=_http.Response, body=self._body(request))
-        except openai.APIStatusError as e:
+    async def _post(self, session: _Session, request: GenerationRequest) -> tuple[int, bytes]:
+        """POST the request once: (status, body) of a 2xx answer; an HTTP error raises openai's
+        exception for it, a connection failure or timeout openai's APIConnectionError."""
+        url = self.base_url + endpoint_path(request.api)
+        status, content, headers = await self._send_once(session, url, request)
+        if status == 400 and self._max_tokens_field == "max_tokens" \
+                and b"max_completion_tokens" in content:
+            # Newer hosted reasoning models reject max_tokens; switch once and resend.
             self._answered = True
-            if e.status_code == 400 and self._max_tokens_field == "max_tokens" \
-                    and "max_completion_tokens" in _server_message(e):
-                # Newer hosted reasoning models reject max_tokens; switch once and resend.
-                self._max_tokens_field = "max_completion_tokens"
-                self.usage.retries += 1
-                response = await session.openai.post(path, cast_to=_http.Response, body=self._body(request))
-            else:
-                raise
+            self._max_tokens_field = "max_completion_tokens"
+            self.usage.retries += 1
+            status, content, headers = await self._send_once(session, url, request)
         self._answered = True
-        return response
+        if status >= 400:
+            response = _http.Response(status, headers=headers, content=content,
+                                      request=_http.Request("POST", url))
+            raise session.openai._make_status_error_from_response(response)
+        return status, content
+
+    async def _send_once(self, session: _Session, url: str,
+                         request: GenerationRequest) -> tuple[int, bytes, Any]:
+        data = json.dumps(self._body(request), ensure_ascii=False).encode("utf-8")
+        try:
+            async with session.http.post(url, data=data, proxy=session.proxy,
+                                         proxy_auth=session.proxy_auth) as response:
+                return response.status, await response.read(), response.headers
+        except (asyncio.TimeoutError, TimeoutError) as e:  # before OSError: TimeoutError is one
+            raise openai.APITimeoutError(request=_http.Request("POST", url)) from e
+        except (aiohttp.ClientError, OSError) as e:
+            raise openai.APIConnectionError(request=_http.Request("POST", url)) from e
+
+    async def _attempt(self, session: _Session, request: GenerationRequest) -> GenerationResult:
+        status, content = await self._post(session, request)
+        # A 200 whose body is not JSON (a proxy's error page, a truncated body) is retried like a 5xx.
+        return self._parse(request, status, content)
 
     async def _call(self, session: _Session, request: GenerationRequest) -> GenerationResult:
         self.usage.requests += 1
+        # The first attempt runs outside tenacity (whose per-call bookkeeping costs more than a
+        # fast server's answer); a retryable failure hands over to it with that outcome.
+        try:
+            result = await self._attempt(session, request)
+        except Exception as exc:  # noqa: BLE001 - classified below; EndpointError propagates
+            if self.max_retries == 0 or not _is_retryable(exc):
+                return self._failure(exc, 0)
+            return await self._retry(session, request, exc)
+        return self._success(result)
+
+    async def _retry(self, session: _Session, request: GenerationRequest, first: Exception) -> GenerationResult:
+        """Attempts 2.. with tenacity's backoff; its attempt 1 replays the failure already seen."""
+        pending = [first]
         retrying = self._retrying.copy()
         try:
             async for attempt in retrying:
                 with attempt:
-                    response = await self._post(session, request)
-                    # Inside the retried block: a 200 whose body is not JSON (a proxy's error page,
-                    # a truncated body) is retried like a 5xx.
-                    result = self._parse(request, response)
-        except Exception as exc:  # noqa: BLE001 - classified below; EndpointError propagates
+                    if pending:
+                        raise pending.pop()
+                    result = await self._attempt(session, request)
+        except Exception as exc:  # noqa: BLE001
             retries = max(0, retrying.statistics.get("attempt_number", 1) - 1)
             self.usage.retries += retries
             return self._failure(exc, retries)
-        retries = max(0, retrying.statistics.get("attempt_number", 1) - 1)
-        self.usage.retries += retries
+        self.usage.retries += max(0, retrying.statistics.get("attempt_number", 1) - 1)
+        return self._success(result)
+
+    def _success(self, result: GenerationResult) -> GenerationResult:
         self.usage.prompt_tokens += result.prompt_tokens
         self.usage.completion_tokens += result.completion_tokens
         self._connection_streak = 0
@@ -579,13 +708,12 @@ class ModelClient:
         self.usage.failures += 1
         return GenerationResult(text=None, error=self._redact(message))
 
-    def _parse(self, request: GenerationRequest, response: Any) -> GenerationResult:
-        content_bytes = response.content
+    def _parse(self, request: GenerationRequest, status: int, content_bytes: bytes) -> GenerationResult:
         try:
             data = json.loads(content_bytes)
         except ValueError:
             snippet = _short(content_bytes[:120].decode("utf-8", "replace"), 120)
-            raise _BadResponse(f"not JSON (HTTP {response.status_code}, body starts {snippet!r})",
+            raise _BadResponse(f"not JSON (HTTP {status}, body starts {snippet!r})",
                                retryable=True) from None
         choices = data.get("choices") if isinstance(data, dict) else None
         if not choices or not isinstance(choices, list) or not isinstance(choices[0], dict):
