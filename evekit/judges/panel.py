@@ -106,7 +106,8 @@ class JudgePanel:
             return ask_json(self.clients[spec.name], messages, k.schema, max_tokens=self.max_tokens,
                             temperature=self.temperature if spec.temperature is None else spec.temperature,
                             name=k.schema_name, text_parser=k.text_parser, normalize=k.normalize,
-                            reminder=k.reminder, api=spec.api, desc=f"{k.desc} {spec.name}")
+                            reminder=k.reminder, api=spec.api, desc=f"{k.desc} {spec.name}",
+                            extract=k.extract, screen=k.screen)
         except EndpointError as e:  # every case abstains, with the reason; the run goes on
             warnings.warn(f"judge {spec.name!r} is unusable, all its verdicts are abstentions: {e}",
                           stacklevel=3)
