@@ -24,7 +24,8 @@ from typing import Any
 from evekit.structured import UnusableReply
 
 __all__ = ["UnusableReply", "quoted_spans", "unquoted", "first_json_with", "placeholder_reason", "verdict_value",
-           "stated_verdict", "stated_winner", "claimed_side", "screen_pointwise", "screen_pairwise"]
+           "stated_verdict", "stated_winner", "claimed_side", "screen_pointwise", "screen_pairwise",
+           "abstention_reason", "abstention_reasons", "reasons_text"]
 
 # ------------------------------------------------------------------------- quoted material
 # A region of a reply that quotes something rather than states the judge's own view: a tagged
@@ -225,3 +226,46 @@ def screen_pairwise(parsed: dict[str, Any], text: str) -> str | None:
         if side is not None and side != parsed.get("winner"):
             return f"the rationale says {side} is better but the winner is {parsed.get('winner')!r}"
     return None
+
+
+# ------------------------------------------------------------------------- abstentions, counted
+# Short names of why a judge abstained, in the order they are looked for in its error text.
+_REASONS = (
+    ("placeholder", "copied the template"),
+    ("rationale says", "rationale names the other side"),
+    ("reasoning states", "reasoning states the other verdict"),
+    ("both PASS and FAIL", "conflicting verdicts"),
+    ("endpoint unusable", "judge endpoint unusable"),
+    ("call failed", "call failed"),
+    ("does not match the schema", "reply does not match the format"),
+    ("empty reply", "empty reply"),
+    ("no JSON object", "no verdict in the reply"),
+    ("nothing usable", "no verdict in the reply"),
+)
+
+
+def abstention_reason(error: Any) -> str | None:
+    """The short reason of one abstention from the judge's error text (None: not an abstention)."""
+    if error is None or (isinstance(error, float) and error != error) or not str(error).strip():
+        return None
+    text = str(error)
+    first = text.split(", after a reminder (first reply:", 1)[0]  # the reason of the last reply counts
+    for needle, reason in _REASONS:
+        if needle in first:
+            return reason
+    return "other"
+
+
+def abstention_reasons(errors: Any) -> dict[str, int]:
+    """{short reason: count} over a judge's error column (most frequent first)."""
+    counts: dict[str, int] = {}
+    for e in errors:
+        r = abstention_reason(e)
+        if r is not None:
+            counts[r] = counts.get(r, 0) + 1
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def reasons_text(counts: dict[str, int]) -> str:
+    """'copied the template: 7; no verdict in the reply: 2' ('' when none)."""
+    return "; ".join(f"{k}: {v}" for k, v in counts.items())
