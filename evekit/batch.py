@@ -1,8 +1,8 @@
 """Batch runs: papermill over YAML parameter files, HTML reports, and the run index.
 
 A parameter file is named `<notebook>[.<variant>].yaml`: `open_ended.yaml` and
-`open_ended.5shot.yaml` both run `notebooks/open_ended.ipynb`. Task notebooks run first, then
-`win_rate`, then `summary`, so the later ones find the earlier results. With `serve=True` the
+`open_ended.5shot.yaml` both run `notebooks/open_ended.ipynb`. `judge_validation` runs first, then
+the task notebooks, then `win_rate`, then `summary`, so the later ones find the earlier results. With `serve=True` the
 embedded model server is started first and `${EVEKIT_SERVER_URL}` in the YAML becomes its URL;
 the server is stopped even when a notebook fails.
 """
@@ -25,6 +25,7 @@ import yaml
 from evekit.paths import REPO_ROOT, display_path
 
 SERVER_URL_PLACEHOLDER = "${EVEKIT_SERVER_URL}"
+FIRST = ("judge_validation",)  # judges nothing other notebooks produce; task reports may show its results
 LAST = ("win_rate", "summary")
 
 
@@ -33,9 +34,11 @@ def notebook_name(params_file: Path) -> str:
 
 
 def run_order(files: list[Path]) -> list[Path]:
-    """Task notebooks first (in the order given), then win_rate, then summary."""
+    """judge_validation first, then the task notebooks (in the order given), then win_rate, then summary."""
     def rank(f: Path) -> int:
         name = notebook_name(f)
+        if name in FIRST:
+            return -1
         return LAST.index(name) + 1 if name in LAST else 0
     return sorted(files, key=rank)
 

@@ -35,7 +35,7 @@ from evekit.report import json_safe, public_params, write_run_record
 from evekit.server import demo_judge_note, is_demo_model
 from evekit.types import JudgeSpec
 
-__all__ = ["ValidationConfig", "ValidationRun", "validate_params", "DEFAULT_LABELS"]
+__all__ = ["ValidationConfig", "ValidationRun", "validate_params", "parameter_defaults", "PARAMETER_HELP", "DEFAULT_LABELS"]
 
 DEFAULT_LABELS = {"pairwise": "data/judge_validation/pairwise.jsonl"}
 POINTWISE_LABELS = "data/judge_validation/pointwise.jsonl"
@@ -84,6 +84,37 @@ class ValidationConfig:
         d["judges"] = [{k: v for k, v in asdict(j).items() if v is not None} for j in self.judges]
         d.update(d.pop("columns"))
         return public_params(d)
+
+
+# One line of help per parameter: the comments of the notebook's parameters cell
+# (scripts/build_notebooks.py writes that cell from `validate_params`' signature and these).
+PARAMETER_HELP = {
+    "labels": "CSV, JSONL or Parquet of expert labels (None: the bundled set of the kind)",
+    "judge_kind": '"fact_check", "context", "refusal" or "pairwise"',
+    "judges": "list of {name, model, base_url, api_key_env}",
+    "limit": "None: every item",
+    "both_orders": "pairwise: judge each pair as given and swapped",
+    "seed": "fixes the bootstrap intervals",
+    "temperature": "the judges' (a judge entry may set its own)",
+    "max_tokens": "per judge reply",
+    "concurrency": "requests in flight at once",
+    "timeout": "seconds per request",
+    "max_retries": "retries of a failed request, with backoff",
+    "cache_dir": "every call is cached here; a rerun resumes",
+    "offline": "True: replay from the cache only, a miss is an error",
+    "run_name": "outputs go to <output_dir>/<run_name>/judge_validation/<judge_kind>/",
+    "output_dir": "root folder of every run",
+    "question_column": "your file's column names (None: question, reference, answer, ...)",
+    "reference_column": "None: reference", "answer_column": "None: answer (pointwise)",
+    "answer_a_column": "None: answer_a (pairwise, shown first)", "answer_b_column": "None: answer_b (pairwise)",
+    "label_column": "None: label (1/0 or PASS/FAIL; pairwise A/B/tie)", "case_column": "None: case (optional)",
+    "context_column": "None: context (documents; context and refusal kinds)",
+}
+
+
+def parameter_defaults() -> dict[str, Any]:
+    """Every notebook parameter with its default, in order (the parameters cell's lines)."""
+    return {name: p.default for name, p in inspect.signature(validate_params).parameters.items()}
 
 
 def _check(name: str, value: Any, types: tuple[type, ...], optional: bool = False) -> None:

@@ -89,6 +89,9 @@ class RunConfig:
     context_columns: list[str] | None = _param(None, help="list of columns holding context documents")
     # Breakdowns: every metric per value of one column of the dataset (e.g. "topic").
     group_by: str | None = _param(None, help="a dataset column: every metric per value of it (None: no breakdown)")
+    # Judge trust: a judge-validation results.json (notebooks/judge_validation.ipynb), shown beside the judges.
+    judge_validation: str | None = _param(
+        None, help="a judge-validation results.json: validated accuracy and kappa beside each judge")
     # A custom task (notebooks/custom_task.ipynb): its YAML file; `task` is then its name.
     task_file: str | None = _param(None, help="evekit task YAML or an Inspect AI eval.yaml", only="custom")
 
@@ -118,7 +121,8 @@ class RunConfig:
         }
         optional = {"api_key_env": (str,), "max_tokens": (int,), "num_fewshot": (int,), "limit": (int,),
                     "dataset": (str,), "input_column": (str,), "target_column": (str,), "task_file": (str,),
-                    "choices_column": (str, list), "context_columns": (list,), "group_by": (str,)}
+                    "choices_column": (str, list), "context_columns": (list,), "group_by": (str,),
+                    "judge_validation": (str,)}
         if self.task_file is not None:
             optional["split"] = (str,)  # None: the task file's split
         for name, types in {**checks, **optional}.items():
@@ -145,6 +149,9 @@ class RunConfig:
             value = getattr(self, name)
             if isinstance(value, list) and not (value and all(isinstance(v, str) and v for v in value)):
                 raise ParameterError(f"parameter {name}={value!r} must be a non-empty list of column names")
+        if self.judge_validation is not None and not resolve_path(self.judge_validation).is_file():
+            raise ParameterError(f"parameter judge_validation: file not found: {self.judge_validation} (a "
+                                 "results.json written by notebooks/judge_validation.ipynb)")
         if self.group_by is not None and not self.group_by.strip():
             raise ParameterError("parameter group_by='' must name a column of the dataset, or be None")
         if not isinstance(self.judges, list):
