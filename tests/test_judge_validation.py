@@ -246,3 +246,90 @@ def test_judge_trust_shows_validated_accuracy_and_warns_below_04(tmp_path):
     assert len(V.trust_warnings(trust)) == 2
     other_kind = V.judge_trust(path, ["fooled"], kind="refusal")
     assert "validation is of the fact_check judge" in other_kind.loc[0, "warning"]
+
+
+# ----------------------------------------------------------------------------- where scores are shown
+def test_task_judge_table_shows_trust_abstention_reasons_and_the_demo_judge(tmp_path, monkeypatch, capsys):
+    from evekit.run import TaskRun
+
+    fooled = lambda it: 1 if it.case == "injection_attempt" else it.label  # noqa: E731
+    validation = run_with({"careful": scripted(fooled), "smollm2-judge": scripted(lambda it: 1)},
+                          output_dir=str(tmp_path / "v")).save() / "results.json"
+    data = tmp_path / "open.jsonl"
+    data.write_text("".join(json.dumps({"Question": f"q{i}?", "Answer": f"ref {i}"}) + "\n" for i in range(4)))
+    judges = [{"name": "careful", "model": "big-judge", "base_url": "http://127.0.0.1:9/v1"},
+              {"name": "smollm2-judge", "model": "smollm2-135m-instruct", "base_url": "http://127.0.0.1:9/v1"}]
+    run = TaskRun.from_notebook({"task": "open_ended", "model_name": "m", "base_url": "http://127.0.0.1:9/v1",
+                                 "dataset": str(data), "cache_dir": str(tmp_path / "cache"), "num_fewshot": 0,
+                                 "output_dir": str(tmp_path / "out"), "run_name": "t", "judges": judges,
+                                 "judge_validation": str(validation)})
+    model = ScriptedClient(lambda req: "an answer")
+    monkeypatch.setattr(run, "_client", lambda *a, **k: model)
+
+    def verdict(req):  # the template copied on q0, a verdict elsewhere
+        if "q0?" in req.messages[1]["content"]:
+            return '{"reasoning": "<one or two sentences>", "verdict": 1}'
+        return json.dumps({"reasoning": "matches the reference", "verdict": 1})
+
+    monkeypatch.setattr("evekit.client.ModelClient", lambda *a, **k: ScriptedClient(verdict))
+    run.load()
+    run.generate()
+    run.judge()
+    capsys.readouterr()
+    table = run.judge_summary()
+    out = capsys.readouterr().out
+    assert table.loc["careful", "pass rate"] == "100.0%" and table.loc["careful", "abstained"] == 1
+    assert table.loc["careful", "abstention reasons"] == "copied the template: 1"
+    assert table.loc["careful", "validated accuracy [95% CI]"].startswith("88% [")
+    assert table.loc["smollm2-judge", "validated kappa"] == "0.00"
+    assert "kappa against the expert labels is 0.00 (< 0.4)" in out and "smollm2-judge" in out
+    assert "embedded demo model" in out
+    results = json.loads((run.save() / "results.json").read_text())
+    trust = {r["judge"]: r for r in results["judge_trust"]["judges"]}
+    assert trust["careful"]["validated_accuracy"] == pytest.approx(63 / 72)
+    assert results["judge_counts"]["abstention_reasons"]["careful"] == {"copied the template": 1}
+    assert results["demo_judges"] == ["smollm2-judge"]
+    assert any("embedded demo model" in n for n in results["notes"])
+
+
+def test_a_missing_judge_validation_file_is_a_parameter_error(tmp_path):
+    from evekit.run import TaskRun
+
+    with pytest.raises(ParameterError, match="judge_validation: file not found"):
+        TaskRun.from_notebook({"task": "open_ended", "model_name": "m", "base_url": "http://x/v1",
+                               "judge_validation": str(tmp_path / "none.json")})
+
+
+def test_win_rate_judge_table_shows_abstention_reasons_and_pairwise_trust(tmp_path, capsys):
+    import test_winrate as W
+    from evekit import winrate as wr
+
+    validation = run_with({"j1": pair_judge(lambda it, a_first: "A"), "j2": pair_judge(
+        lambda it, a_first: it.label if a_first else {"A": "B", "B": "A", "tie": "tie"}[it.label])},
+        judge_kind="pairwise", both_orders=True, output_dir=str(tmp_path / "v")).save() / "results.json"
+    qs = [f"q{i}: what is the revisit of mission {i}?" for i in range(4)]
+    fa = W.write_csv(tmp_path / "a.csv", qs, [f"GOOD a {i}" for i in range(4)])
+    fb = W.write_csv(tmp_path / "b.csv", qs, [f"b {i}" for i in range(4)])
+    cfg = wr.validate_params(model_a=[{"name": "a", "file": str(fa)}], model_b=[{"name": "b", "file": str(fb)}],
+                             judges=W.judges("j1", "j2"), output_dir=str(tmp_path / "out"),
+                             judge_validation=str(validation))
+
+    def decide(name, seen):  # j1 says "A is better" and names B: not a verdict
+        if name == "j1":
+            return json.dumps({"rationale": "A is better, it is correct.", "winner": "B"})
+        return W.by_quality(name, seen)
+
+    run = wr.WinRateRun(cfg, clients=W.Scripted(decide).clients(["j1", "j2"]))
+    run.load()
+    capsys.readouterr()
+    table = run.judge()
+    out = capsys.readouterr().out
+    assert table.loc["j1", "abstained"] == 4 and table.loc["j2", "abstained"] == 0
+    assert table.loc["j1", "abstention reasons"] == "rationale names the other side: 4"
+    assert table.loc["j2", "validated accuracy"].startswith("100% [") and table.loc["j2", "validated kappa"] == "1.00"
+    assert "judge 'j1': kappa against the expert labels is" in out
+    metrics = json.loads((run.save()[0] / "metrics.json").read_text())
+    assert metrics["abstention_reasons"]["j1"] == {"rationale names the other side": 4}
+    with pytest.raises(ParameterError, match="judge_validation: file not found"):
+        wr.validate_params(model_a=[{"name": "a", "file": str(fa)}], model_b=[{"name": "b", "file": str(fb)}],
+                           judges=W.judges("j1"), judge_validation=str(tmp_path / "nope.json"))
