@@ -3,17 +3,18 @@ never PASS. Each reply quoted in the issue is here, through the real panel and s
 from __future__ import annotations
 
 import json
-import sys
 import math
+import sys
+from pathlib import Path
 
 import pytest
-from pathlib import Path
 
 from evekit import judges as J
 from evekit import structured as S
 from evekit.judges import JudgeCase, JudgePanel, PairCase
 from evekit.judges.verdicts import claimed_side, first_json_with, stated_verdict, unquoted
-sys.path.insert(0, str(Path(__file__).parent))
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 from scripted_client import ScriptedClient  # noqa: E402
 
 TEMPLATE = '{"reasoning": "<one or two sentences>", "verdict": 1}'
