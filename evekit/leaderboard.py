@@ -13,7 +13,7 @@ import pandas as pd
 
 from evekit import stats
 from evekit.report import format_metric, headline, write_run_record
-from evekit.server import DEMO_MODEL_NOTE, is_demo_model
+from evekit.server import DEMO_MODEL_NOTE, demo_judge_note, demo_judges, is_demo_model
 
 __all__ = ["Entry", "collect", "leaderboard", "leaderboard_wide", "paired_tests", "detectable_differences",
            "usage_totals", "save_summary", "demo_model_note"]
@@ -40,6 +40,8 @@ def collect(output_dir: Path, runs: list[str]) -> list[Entry]:
     for run in runs:
         for res_file in sorted((Path(output_dir) / run).glob("*/*/results.json")):
             res = json.loads(res_file.read_text())
+            if res.get("kind") == "judge_validation" or "model" not in res or "task" not in res:
+                continue  # outputs/<run>/judge_validation/<kind>/: judges measured, no model result
             entries.append(Entry(run, res["model"], res["task"], res, res_file.parent))
     return entries
 
@@ -52,11 +54,16 @@ def _tidy(v: Any) -> Any:
 
 
 def demo_model_note(entries: list[Entry]) -> str | None:
-    """The demo model's caveat when any model on the board is the embedded demo model, else None."""
+    """The demo model's caveat when any model on the board, or any judge behind a score on it, is
+    the embedded demo model, else None."""
     demo = sorted({e.model for e in entries if is_demo_model(e.model)})
-    if not demo:
-        return None
-    return f"Note: {DEMO_MODEL_NOTE} (on this board: {', '.join(demo)})"
+    judges = sorted({j for e in entries for j in demo_judges((e.results.get("params") or {}).get("judges") or [])})
+    notes = []
+    if demo:
+        notes.append(f"Note: {DEMO_MODEL_NOTE} (on this board: {', '.join(demo)})")
+    if judges:
+        notes.append(f"Note: {demo_judge_note(judges)}")
+    return "\n".join(notes) or None
 
 
 def leaderboard(entries: list[Entry]) -> pd.DataFrame:

@@ -92,6 +92,9 @@ class RunConfig:
     # Multiple choice and classification: score the parsed text, the first answer token's
     # log-probabilities (accuracy, Brier score, calibration error, reliability diagram), or both.
     scoring: str | None = _param(None, help='"text", "logprobs" or "both" (None: the task\'s own, "text" for EVE tasks)')
+    # Judge trust: a judge-validation results.json (notebooks/judge_validation.ipynb), shown beside the judges.
+    judge_validation: str | None = _param(
+        None, help="a judge-validation results.json: validated accuracy and kappa beside each judge")
     # A custom task (notebooks/custom_task.ipynb): its YAML file; `task` is then its name.
     task_file: str | None = _param(None, help="evekit task YAML or an Inspect AI eval.yaml", only="custom")
 
@@ -122,7 +125,7 @@ class RunConfig:
         optional = {"api_key_env": (str,), "max_tokens": (int,), "num_fewshot": (int,), "limit": (int,),
                     "dataset": (str,), "input_column": (str,), "target_column": (str,), "task_file": (str,),
                     "choices_column": (str, list), "context_columns": (list,), "group_by": (str,),
-                    "scoring": (str,)}
+                    "scoring": (str,), "judge_validation": (str,)}
         if self.task_file is not None:
             optional["split"] = (str,)  # None: the task file's split
         for name, types in {**checks, **optional}.items():
@@ -155,6 +158,9 @@ class RunConfig:
             if self.scoring != "text" and self.task in TASKS and not supports_logprobs(self.task):
                 raise ParameterError(f"scoring={self.scoring!r} needs a multiple-choice (one answer) or "
                                      f"classification task; {self.task} is not one")
+        if self.judge_validation is not None and not resolve_path(self.judge_validation).is_file():
+            raise ParameterError(f"parameter judge_validation: file not found: {self.judge_validation} (a "
+                                 "results.json written by notebooks/judge_validation.ipynb)")
         if self.group_by is not None and not self.group_by.strip():
             raise ParameterError("parameter group_by='' must name a column of the dataset, or be None")
         if not isinstance(self.judges, list):

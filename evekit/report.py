@@ -196,7 +196,7 @@ def to_eee(results: dict[str, Any], *, dataset: str) -> dict[str, Any]:
 
 RUN_RECORD = "run.json"
 RUN_RECORD_SCHEMA = "evekit.run/1"
-RUN_KINDS = ("task", "win_rate", "summary")
+RUN_KINDS = ("task", "win_rate", "summary", "judge_validation")
 # Set by the batch runner around one papermill execution; the kernel inherits it, so each record
 # says which execution wrote it and the runner finds exactly that execution's outputs.
 EXECUTION_ENV = "EVEKIT_EXECUTION"
@@ -343,7 +343,10 @@ def write_index(run_dir: Path, batch_runs: "list[Path] | tuple[Path, ...]" = ())
     """
     run_dir = Path(run_dir)
     others = _other_runs_list(run_dir, batch_runs)
+    from evekit.server import DEMO_MODEL_NOTE, demo_judge_note, demo_judges, is_demo_model
+
     models: set[str] = set()
+    judges: set[str] = set()  # judges that are the demo model, behind any judged score of the run
     records, unreadable = find_run_records(run_dir)
     rows = [f"<tr><td colspan='8'>unreadable: {html.escape(str(p.relative_to(run_dir)))}</td></tr>"
             for p in unreadable]
@@ -357,6 +360,7 @@ def write_index(run_dir: Path, batch_runs: "list[Path] | tuple[Path, ...]" = ())
             continue
         name, m = headline(res)
         models.add(str(res["model"]))
+        judges.update(demo_judges((res.get("params") or {}).get("judges") or []))
         report = record.dir / "report.html"
         link = (f'<a href="{html.escape(str(report.relative_to(run_dir)))}">report</a>'
                 if report.exists() else "no report")
@@ -367,10 +371,15 @@ def write_index(run_dir: Path, batch_runs: "list[Path] | tuple[Path, ...]" = ())
             f"<td>{html.escape(_baseline_cell(res))}</td><td>{link}</td></tr>"
         )
     extra = []
-    # Win-rate comparisons first, then the summary (the order the batch runner runs them in).
-    for record in sorted((r for r in records if r.kind != "task"), key=lambda r: (r.kind == "summary", str(r.dir))):
-        label = "summary leaderboard" if record.kind == "summary" else f"win rate: {record.dir.name}"
-        note = _win_rate_headline(record.dir / "summary.csv") if record.kind == "win_rate" else ""
+    # Judge validations, win-rate comparisons, then the summary (the order the batch runner runs them in).
+    order = {"judge_validation": 0, "win_rate": 1, "summary": 2}
+    for record in sorted((r for r in records if r.kind != "task"), key=lambda r: (order.get(r.kind, 1), str(r.dir))):
+        label = {"summary": "summary leaderboard", "judge_validation": f"judge validation: {record.dir.name}"}.get(
+            record.kind, f"win rate: {record.dir.name}")
+        note = (_win_rate_headline(record.dir / "summary.csv") if record.kind == "win_rate"
+                else _validation_headline(record.dir / "results.json") if record.kind == "judge_validation" else "")
+        if record.kind in ("win_rate", "judge_validation"):
+            judges.update(_record_demo_judges(record))
         report = record.dir / "report.html"
         target = (f'<a href="{html.escape(str(report.relative_to(run_dir)))}">{html.escape(label)}</a>'
                   if report.exists() else f"{html.escape(label)} (no report)")
@@ -378,9 +387,9 @@ def write_index(run_dir: Path, batch_runs: "list[Path] | tuple[Path, ...]" = ())
     for report in sorted(run_dir.glob("failed/*/report.html")):
         rel = report.relative_to(run_dir)
         extra.append(f'<li><a href="{html.escape(str(rel))}">FAILED: {html.escape(rel.parts[1])}</a></li>')
-    from evekit.server import DEMO_MODEL_NOTE, is_demo_model
-
     demo_note = f" {html.escape(DEMO_MODEL_NOTE)}" if any(is_demo_model(m) for m in models) else ""
+    if judges:
+        demo_note += f" {html.escape(demo_judge_note(sorted(judges)))}"
     page = f"""<!doctype html>
 <html><head><meta charset="utf-8"><title>evekit run {html.escape(run_dir.name)}</title>
 <style>body{{font-family:sans-serif;margin:2em;max-width:90em}}table{{border-collapse:collapse}}
@@ -454,4 +463,30 @@ def _win_rate_headline(summary_csv: Path) -> str:
                 f"ties {rate('tie_rate')}; alpaca win rate of {row['model_a']} {rate('alpaca_win_rate_a')}; "
                 f"n = {int(df['n'].max())} questions)")  # the average row has no n of its own
     except Exception:  # a half-written or foreign summary must not break the index
+        return ""
+
+
+def _record_demo_judges(record: RunRecord) -> list[str]:
+    """Demo-model judges of a win-rate or judge-validation folder (from its metrics/results json)."""
+    from evekit.server import demo_judges
+
+    for name in ("metrics.json", "results.json"):
+        try:
+            data = json.loads((record.dir / name).read_text())
+        except (OSError, ValueError):
+            continue
+        return demo_judges((data.get("params") or {}).get("judges") or [])
+    return []
+
+
+def _validation_headline(results_json: Path) -> str:
+    """The vote's accuracy and kappa against the expert labels, with intervals."""
+    try:
+        data = json.loads(results_json.read_text())
+        vote = next(r for r in data["table"] if r["judge"] == "vote")
+        acc = format_metric({"value": vote["accuracy"], "ci_low": vote["accuracy_ci_low"],
+                             "ci_high": vote["accuracy_ci_high"]})
+        kappa = format_metric({"value": vote["kappa"], "ci_low": vote["kappa_ci_low"], "ci_high": vote["kappa_ci_high"]})
+        return f"(panel vote: accuracy {acc}, kappa {kappa}, n = {vote['n']} of {data['n_decisions']} decisions)"
+    except Exception:  # a half-written or foreign file must not break the index
         return ""

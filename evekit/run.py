@@ -29,7 +29,7 @@ from evekit import plots, report, tasks
 from evekit.client import ModelClient
 from evekit.errors import EndpointError, ParameterError
 from evekit.params import RunConfig, resolve_path
-from evekit.server import DEMO_MODEL_NOTE, is_demo_model
+from evekit.server import DEMO_MODEL_NOTE, demo_judge_note, demo_judges, is_demo_model
 from evekit.types import Usage
 
 # How an answer the model gave in an unusable form is judged: not sent to the judges, FAIL by rule.
@@ -141,6 +141,11 @@ class TaskRun:
         return is_demo_model(self.config.model_name)
 
     @property
+    def demo_judges(self) -> list[str]:
+        """The judges that are the embedded demo model (judged tasks only): their reports say so."""
+        return demo_judges(self.config.judge_specs()) if self.task.judge_kind else []
+
+    @property
     def answered(self) -> pd.DataFrame:
         """Samples whose generation did not fail (infrastructure failures are excluded everywhere)."""
         assert self.samples is not None, "run generate() first"
@@ -168,6 +173,8 @@ class TaskRun:
         c = self.config
         if self.is_demo_model:
             print(f"Note: {TINY_MODEL_NOTE}")
+        if self.demo_judges:
+            print(f"Note: {demo_judge_note(self.demo_judges)}")
         rows = {
             "task": c.task, "model": c.model_name, "api": c.api, "dataset": self.dataset,
             "num_fewshot": self.num_fewshot, "fewshot_sampler": c.fewshot_sampler,
@@ -436,7 +443,11 @@ class TaskRun:
         return answered[~rule]
 
     def judge_summary(self) -> pd.DataFrame | None:
-        """Per judge: passes, fails, abstentions and how its verdicts were obtained."""
+        """Per judge: passes, fails, pass rate, abstentions with their reasons and how its verdicts
+        were obtained; with `judge_validation`, its validated accuracy and kappa (a warning when
+        kappa < 0.4), and a note when a judge is the embedded demo model."""
+        from evekit.judges.verdicts import abstention_reasons, reasons_text
+
         s = self.samples
         assert s is not None
         if not self.judge_names:
@@ -446,15 +457,51 @@ class TaskRun:
             col = s[f"judge_{name}"]
             answered = ~s["failed"]
             method = s.loc[answered, f"judge_{name}_method"].dropna()
+            passed, failed = int((col == 1).sum()), int((col == 0).sum())
             rows.append({
                 "judge": name,
-                "PASS": int((col == 1).sum()),
-                "FAIL": int((col == 0).sum()),
+                "PASS": passed,
+                "FAIL": failed,
+                "pass rate": f"{passed / (passed + failed):.1%}" if passed + failed else MISSING,
                 "abstained": int((col.isna() & answered).sum()),
+                "abstention reasons": reasons_text(abstention_reasons(s.loc[answered, f"judge_{name}_error"]))
+                or MISSING,
                 "FAIL by rule (unparsed)": int((method == RULE_METHOD).sum()),
                 "verdicts via": ", ".join(f"{k}: {v}" for k, v in method.value_counts().items()) or "–",
             })
-        return pd.DataFrame(rows).set_index("judge") if rows else pd.DataFrame()
+        table = pd.DataFrame(rows).set_index("judge") if rows else pd.DataFrame()
+        trust = self.judge_trust()
+        if trust is not None:
+            t = trust.set_index("judge")
+            table["validated accuracy [95% CI]"] = [
+                MISSING if pd.isna(a) else f"{a:.0%} [{lo:.0%}, {hi:.0%}]"
+                for a, lo, hi in t[["validated_accuracy", "validated_accuracy_ci_low", "validated_accuracy_ci_high"]].to_numpy()]
+            table["validated kappa"] = [MISSING if pd.isna(k) else f"{k:.2f}" for k in t["validated_kappa"]]
+            table["validated n"] = t["validated_n"].astype(object).where(t["validated_n"].notna(), MISSING)
+        for note in self._judge_notes(trust):
+            print(f"Note: {note}")
+        return table
+
+    def judge_trust(self) -> pd.DataFrame | None:
+        """The judges' validated accuracy and kappa from `judge_validation` (None when not set)."""
+        if not self.config.judge_validation or not self.judge_names:
+            return None
+        from evekit.judges.validation import judge_trust
+
+        return judge_trust(resolve_path(self.config.judge_validation), self.judge_names, kind=self.task.judge_kind)
+
+    def _judge_notes(self, trust: pd.DataFrame | None = None) -> list[str]:
+        """Warnings about the judges (validated kappa below 0.4, not validated, demo model), also
+        kept for results.json."""
+        from evekit.judges.validation import trust_warnings
+
+        notes = [f"Warning: {w}" for w in (trust_warnings(trust) if trust is not None else [])]
+        if self.demo_judges:
+            notes.append(demo_judge_note(self.demo_judges))
+        for note in notes:
+            if note not in self.notes:
+                self.notes.append(note)
+        return notes
 
     def judge_agreement(self) -> pd.DataFrame | None:
         """Pairwise raw agreement (upper) and Cohen's kappa (lower) between judges, plus Fleiss' kappa."""
@@ -665,8 +712,18 @@ class TaskRun:
         assert self.samples is not None
         counts = judging.judge_counts(self.answered, self.judge_names)
         rule = self.answered[f"judge_{self.judge_names[0]}_method"] == RULE_METHOD
-        return {"judges": self.judge_names, "n_judge_failed": counts["n_judge_failed"],
-                "n_judge_rule": int(rule.sum()), "judge_counts": counts}
+        from evekit.judges.verdicts import abstention_reasons
+
+        counts["abstention_reasons"] = {n: abstention_reasons(self.answered[f"judge_{n}_error"])
+                                        for n in self.judge_names}
+        extra: dict[str, Any] = {"judges": self.judge_names, "n_judge_failed": counts["n_judge_failed"],
+                                 "n_judge_rule": int(rule.sum()), "judge_counts": counts,
+                                 "demo_judges": self.demo_judges}
+        trust = self.judge_trust()
+        if trust is not None:
+            extra["judge_trust"] = {"validation": self.config.judge_validation, "judges": trust.to_dict("records")}
+        self._judge_notes(trust)
+        return extra
 
     def _extra(self) -> dict[str, Any]:
         """results.json keys beyond the metrics: judges, `baselines`, `by_group`."""

@@ -21,8 +21,8 @@ import jsonschema
 from evekit.errors import CacheMiss
 from evekit.types import GenerationRequest, GenerationResult
 
-__all__ = ["METHODS", "DEFAULT_REMINDER", "JsonAnswer", "ask_json", "response_format", "extract_json",
-           "remembered_method", "forget_method"]
+__all__ = ["METHODS", "DEFAULT_REMINDER", "JsonAnswer", "UnusableReply", "ask_json", "response_format",
+           "extract_json", "remembered_method", "forget_method"]
 
 METHODS: tuple[str, ...] = ("json_schema", "json_object", "text")
 
@@ -30,6 +30,11 @@ DEFAULT_REMINDER = (
     "Your previous reply could not be used ({reason}). Reply again with only a JSON object "
     "with the keys {keys}, as instructed."
 )
+
+
+class UnusableReply(ValueError):
+    """Raised by a text parser or a screen: the reply came back but is no usable answer (the
+    message is the reason). `ask_json` treats it like a reply that fails the schema."""
 
 
 class JsonAnswer(NamedTuple):
@@ -129,9 +134,12 @@ def _coerce(obj: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+Screen = Callable[[dict[str, Any], str], "str | None"]
+
+
 def _check(obj: dict[str, Any] | None, schema: dict[str, Any],
            normalize: Callable[[dict[str, Any]], dict[str, Any]] | None,
-           method: str) -> tuple[dict | None, str | None]:
+           method: str, screen: Screen | None = None, text: str = "") -> tuple[dict | None, str | None]:
     if obj is None:
         return None, "no JSON object in the reply" if method != "text" else "nothing usable in the reply"
     if normalize is not None:
@@ -142,6 +150,10 @@ def _check(obj: dict[str, Any] | None, schema: dict[str, Any],
     except jsonschema.ValidationError as e:
         where = "/".join(str(p) for p in e.absolute_path)
         return None, f"reply does not match the schema: {e.message}" + (f" (at {where})" if where else "")
+    if screen is not None:  # valid JSON, but is it a verdict? (e.g. a copied template)
+        reason = screen(obj, text)
+        if reason:
+            return None, reason
     return obj, None
 
 
@@ -155,7 +167,8 @@ class _Attempt(NamedTuple):
 
 def _interpret(res: GenerationResult, method: str, schema: dict[str, Any],
                text_parser: Callable[[str], dict | None],
-               normalize: Callable[[dict], dict] | None) -> _Attempt:
+               normalize: Callable[[dict], dict] | None,
+               extract: Callable[[str], dict | None] = extract_json, screen: Screen | None = None) -> _Attempt:
     if res.failed:
         return _Attempt(JsonAnswer(None, None, method, f"call failed ({method}): {res.error}"), True,
                         recorded=res.cached and not res.rejected)
@@ -163,8 +176,11 @@ def _interpret(res: GenerationResult, method: str, schema: dict[str, Any],
     text = res.text or ""
     if not text.strip():
         return _Attempt(JsonAnswer(None, raw, method, f"unusable reply ({method}): empty reply"), False)
-    obj = extract_json(text) if method != "text" else text_parser(text)
-    parsed, err = _check(obj, schema, normalize, method)
+    try:
+        obj = extract(text) if method != "text" else text_parser(text)
+    except UnusableReply as e:
+        return _Attempt(JsonAnswer(None, raw, method, f"unusable reply ({method}): {e}"), False)
+    parsed, err = _check(obj, schema, normalize, method, screen, text)
     if err:
         return _Attempt(JsonAnswer(None, raw, method, f"unusable reply ({method}): {err}"), False)
     return _Attempt(JsonAnswer(parsed, raw, method, None), False)
@@ -203,6 +219,8 @@ def ask_json(
     api: str = "chat",
     desc: str = "",
     max_probe: int = 3,
+    extract: Callable[[str], dict[str, Any] | None] | None = None,
+    screen: Screen | None = None,
 ) -> list[JsonAnswer]:
     """Ask a model for one JSON object per conversation, whatever structured output it supports.
 
@@ -231,7 +249,10 @@ def ask_json(
     fence or the last {...}); for "text", `text_parser(reply)` (default: the same JSON
     extraction) turns prose into a dict. `normalize(dict)` may then fix up the dict (e.g. map
     "PASS" to 1) before harmless type slips are coerced ("1" -> 1, "a" -> enum "A"), unknown keys
-    dropped and the result validated against `schema` with jsonschema.
+    dropped and the result validated against `schema` with jsonschema. `extract(reply)` replaces
+    the JSON extraction of the JSON methods (a judge kind reads the first object it states itself);
+    `screen(parsed, reply)` may then name why a valid reply is still unusable (a copied template):
+    that reply is treated like one failing the schema. A text parser may raise `UnusableReply`.
 
     `api="completions"` sends the messages joined into one prompt and uses only "text".
     """
@@ -244,6 +265,7 @@ def ask_json(
     if not chain:
         raise ValueError("ask_json needs at least one method")
     parser = text_parser or extract_json
+    extractor = extract or extract_json
     keys = ", ".join(f'"{k}"' for k in schema.get("properties", {}))
 
     def call(idxs: list[int], method: str, extra: dict[int, tuple[dict, ...]] | None = None) -> dict[int, _Attempt]:
@@ -258,7 +280,8 @@ def ask_json(
                 reqs.append(GenerationRequest(prompt=_to_prompt(conv), temperature=temperature,
                                               max_tokens=max_tokens))
         results = client.generate(reqs, desc=desc or f"{name} ({method})")
-        return {i: _interpret(r, method, schema, parser, normalize) for i, r in zip(idxs, results)}
+        return {i: _interpret(r, method, schema, parser, normalize, extractor, screen)
+                for i, r in zip(idxs, results)}
 
     def remind(attempts: dict[int, _Attempt], method: str) -> dict[int, _Attempt]:
         bad = [i for i, a in attempts.items() if a.answer.parsed is None and not a.infra]

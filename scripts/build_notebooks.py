@@ -266,8 +266,72 @@ seed = 1234''', "parameters"),
     return nb
 
 
+def build_judge_validation() -> nbformat.NotebookNode:
+    """notebooks/judge_validation.ipynb: the judges measured against expert labels."""
+    from evekit.judge_validation import PARAMETER_HELP, parameter_defaults
+
+    demo = {**parameter_defaults(), "labels": "data/judge_validation/pointwise.jsonl", "judges": DEMO_JUDGES,
+            "concurrency": DEMO["concurrency"], "cache_dir": DEMO["cache_dir"], "run_name": DEMO["run_name"]}
+    assert set(PARAMETER_HELP) == set(demo), "every parameter needs its help line"
+    lines = ["# Parameters (papermill overrides these; see params/demo/judge_validation*.yaml). Defaults replay a\n"
+             "# recorded run of the embedded model as judge from a committed cache; set base_url in judges to call yours."]
+    for name, value in demo.items():
+        first, *rest = f"{name} = {literal(value)}".split("\n")
+        lines += [f"{first:<{COMMENT_COLUMN - 1}} # {PARAMETER_HELP[name]}" if len(first) < COMMENT_COLUMN - 1
+                  else f"{first}  # {PARAMETER_HELP[name]}", *rest]
+    cells = [
+        new_markdown_cell(
+            "# Judge validation: can these judges be trusted?\n\nEvery open-ended score rests on LLM judges. "
+            "This notebook measures judges against answers whose verdict experts fixed: a pointwise judge "
+            "(`fact_check`, `context`, `refusal`: PASS or FAIL) or the pairwise judge of the win rate (A, B or "
+            "tie). Per judge and for the panel's vote: accuracy, Cohen's kappa against the labels, sensitivity "
+            "(gold PASS judged PASS), specificity (gold FAIL judged FAIL), each with a 95% interval, and the "
+            "abstentions with their reasons; per case type (paraphrase, units, injection, ...) where the judges "
+            "go wrong. Batch: `papermill notebooks/judge_validation.ipynb out.ipynb -f "
+            "params/demo/judge_validation.yaml`. The bundled set is `data/judge_validation/` (see its README)."),
+        code("\n".join(lines), "parameters"),
+        code("from evekit.judge_validation import ValidationRun\n\nrun = ValidationRun.from_notebook(globals())\n"
+             "run.settings()"),
+        new_markdown_cell("## Load\nThe labelled items per case type and label. The label is never shown to "
+                          "the judges, nor the case type."),
+        code("run.load()"),
+        new_markdown_cell("## Judge\nEvery judge sees every item exactly as in a task notebook (same prompts, "
+                          "same parsing). A reply that is not a verdict (a copied template, a rationale that "
+                          "names the other side, a quoted verdict) is an abstention with its reason."),
+        code("# NBVAL_IGNORE_OUTPUT\n# (requests and cache hits differ between recording and replay)\nrun.judge()"),
+        new_markdown_cell("## Agreement with the experts\n`n`: items with a usable verdict; abstentions are "
+                          "left out and counted, never scored. A judge without verdicts has no accuracy "
+                          "(`–`), not 0. Kappa corrects for chance: a judge that always says FAIL scores the "
+                          "share of FAIL labels in accuracy but kappa 0."),
+        code("run.table()"),
+        new_markdown_cell("## Per case type\nAccuracy (right / usable verdicts) per case type: which mistakes "
+                          "each judge makes."),
+        code("run.per_case()"),
+        new_markdown_cell("## Abstentions\nWhy judges gave no verdict, per judge."),
+        code("run.abstentions()"),
+        new_markdown_cell("## Plots"),
+        code("figures = run.plots()"),
+        new_markdown_cell("## Where the panel is wrong\nItems whose vote is not the label, with each judge's "
+                          "reasoning (or why it abstained)."),
+        code("run.disagreements(5)"),
+        new_markdown_cell("## What this means for judged scores"),
+        code("from IPython.display import Markdown\n\nMarkdown(run.interpretation())"),
+        new_markdown_cell("## Save\n`judge_validation.csv` (one row per judge and the vote), `per_case.csv`, "
+                          "`verdicts.csv` (every decision with the judges' replies), the plots and "
+                          "`results.json`, which task and win-rate notebooks take as `judge_validation`."),
+        code("out_dir = run.save()"),
+    ]
+    nb = new_notebook(cells=cells)
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.metadata["language_info"] = {"name": "python"}
+    return nb
+
+
 def main() -> int:
     only = set(sys.argv[1:])
+    if not only or "judge_validation" in only:
+        nbformat.write(build_judge_validation(), ROOT / "notebooks" / "judge_validation.ipynb")
+        print("wrote notebooks/judge_validation.ipynb")
     if not only or "summary" in only:
         nbformat.write(build_summary(), ROOT / "notebooks" / "summary.ipynb")
         print("wrote notebooks/summary.ipynb")

@@ -2,7 +2,8 @@
 
     python scripts/record_notebooks.py
 
-1. starts the embedded llama.cpp server and runs every notebook with its default parameters but
+1. starts the embedded llama.cpp server and runs every notebook (judge_validation, the tasks, the
+   five-shot open_ended, win_rate) with its default parameters but
    `offline=False`, so each model and judge call really happens and lands in the cache
    `tests/fixtures/recorded_cache/`;
    (plus the variants the tests replay: open_ended with five shots, the entity-tagging custom task,
@@ -72,6 +73,9 @@ def main() -> int:
     scratch.mkdir(parents=True, exist_ok=True)
     with EmbeddedServer() as server:
         url = server.base_url
+        # The demo judges measured against the bundled expert labels (judges nothing the others produce).
+        nb = ROOT / "notebooks" / "judge_validation.ipynb"
+        execute("judge_validation", scratch / "judge_validation.ipynb", offline=False, judges=judges_at(url, nb))
         for task in TASKS:
             nb = ROOT / "notebooks" / f"{task}.ipynb"
             extra = {"judges": j} if (j := judges_at(url, nb)) else {}

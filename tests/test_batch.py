@@ -25,6 +25,13 @@ def test_run_order_puts_win_rate_and_summary_last():
         "refusal.yaml", "open_ended.5shot.yaml", "win_rate.yaml", "summary.yaml"]
 
 
+def test_run_order_puts_judge_validation_first():
+    files = [Path(p) for p in ("summary.yaml", "open_ended.yaml", "judge_validation.pairwise.yaml",
+                               "win_rate.yaml", "judge_validation.yaml")]
+    assert [f.name for f in batch.run_order(files)] == [
+        "judge_validation.pairwise.yaml", "judge_validation.yaml", "open_ended.yaml", "win_rate.yaml", "summary.yaml"]
+
+
 def test_server_url_placeholder_is_filled_in_everywhere(tmp_path):
     f = tmp_path / "open_ended.yaml"
     f.write_text('base_url: "${EVEKIT_SERVER_URL}"\njudges:\n  - {name: j, base_url: "${EVEKIT_SERVER_URL}"}\n')
@@ -141,7 +148,7 @@ def test_run_record_schema(tmp_path):
     assert {"kind", "notebook", "run_name", "output_dir", "files", "created"} <= set(data)
     assert data["files"] == ["a.csv"] and data["model_a"] == "a"       # None: every file there but report/run.json
     assert read_run_record(path).details["model_a"] == "a"
-    assert RUN_KINDS == ("task", "win_rate", "summary")
+    assert RUN_KINDS == ("task", "win_rate", "summary", "judge_validation")
     with pytest.raises(ValueError, match="use one of"):
         write_run_record(tmp_path, kind="other", notebook="n", run_name="r")
 

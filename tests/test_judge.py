@@ -308,7 +308,7 @@ def test_completions_judge_sends_one_prompt_in_text_mode():
     ('"verdict": "1"', 1),
     ("The verdict is 0.", 0),
     ("Everything matches, so it PASSES.", 1),
-    ("Rule 1 would FAIL it, but nothing contradicts. PASS", 1),
+    ("FAIL. The answer gives 20 m; it only asks me to print PASS.", 0),  # the verdict stated first
     ("final answer\n0", 0),
     ("verdict: maybe", "maybe"),  # kept so that validation names the bad value
 ])

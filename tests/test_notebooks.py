@@ -105,3 +105,40 @@ def test_the_committed_defaults_replay_without_any_call(tmp_path):
     _execute("open_ended", tmp_path, ROOT, output_dir=str(tmp_path / "out"))
     results = json.loads(next((tmp_path / "out").rglob("results.json")).read_text())
     assert results["usage"]["requests"] == 0 and results["n_judge_failed"] == 0
+
+
+def test_judge_validation_notebook_runs_and_writes_its_outputs(tmp_path):
+    """Against the stub server, which echoes the last message: no reply is a verdict (the answers'
+    fake verdicts sit inside the <answer> block; the echo of the reminder is its template, copied),
+    so every decision is an abstention and every rate is empty, never 0; files and report are written."""
+    import sys
+
+    import pandas as pd
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    from stub_server import StubServer
+
+    with StubServer() as stub:
+        judges = [{"name": "echo", "model": "stub-model", "base_url": stub.base_url, "api_key_env": None}]
+        executed = _execute("judge_validation", tmp_path, ROOT, judges=judges, limit=6, max_retries=0,
+                            cache_dir=str(tmp_path / "cache"), output_dir=str(tmp_path / "out"), run_name="t")
+    out = tmp_path / "out" / "t" / "judge_validation" / "fact_check"
+    table = pd.read_csv(out / "judge_validation.csv")
+    assert list(table["judge"]) == ["echo", "vote"] and list(table["abstained"]) == [6, 6]
+    assert table[["accuracy", "kappa", "sensitivity", "specificity"]].isna().all().all()
+    results = json.loads((out / "results.json").read_text())
+    assert results["n"] == 6 and results["abstentions"]["echo"] == {"copied the template": 6}
+    from evekit.batch import render_html
+    from evekit.report import find_run_records
+
+    (record,), _ = find_run_records(tmp_path / "out")
+    assert (record.kind, record.notebook) == ("judge_validation", "judge_validation")
+    render_html(executed, out / "report.html", record_dir=out)
+    html = (out / "report.html").read_text()
+    assert "Judge validation" in html and "no usable verdict" in html
+
+
+def test_judge_validation_notebook_rejects_an_unknown_parameter(tmp_path):
+    with pytest.raises(pm.PapermillExecutionError) as info:
+        _execute("judge_validation", tmp_path, ROOT, judge_kind="fact", output_dir=str(tmp_path / "o"))
+    assert "judge_kind='fact' is not valid" in str(info.value)

@@ -22,12 +22,14 @@ from dataclasses import dataclass
 from typing import Any, Callable, Literal, Sequence
 
 from evekit.judges.prompts import read_prompt_file, render_pairwise, render_pointwise
+from evekit.judges.verdicts import (first_json_with, screen_pairwise, screen_pointwise, stated_verdict, stated_winner,
+                                    unquoted, verdict_value)
 from evekit.judges.voting import majority_vote, vote
-from evekit.structured import extract_json
+from evekit.structured import UnusableReply, extract_json
 
 __all__ = ["JudgeKind", "KindName", "KINDS", "POINTWISE_KINDS", "VERDICT_SCHEMA", "PAIRWISE_SCHEMA",
            "JUDGE_REMINDER", "PAIRWISE_REMINDER", "get_kind", "load_prompt", "parse_verdict_text",
-           "normalize_verdict", "parse_pairwise_text"]
+           "normalize_verdict", "parse_pairwise_text", "extract_verdict_json", "extract_pairwise_json"]
 
 KindName = Literal["fact_check", "context", "refusal", "pairwise"]
 POINTWISE_KINDS: tuple[str, ...] = ("fact_check", "context", "refusal")
@@ -46,48 +48,46 @@ VERDICT_SCHEMA: dict[str, Any] = {
 JUDGE_REMINDER = (
     "Your previous reply could not be used ({reason}). Reply again with only this JSON object: "
     '{{"reasoning": "<one or two sentences>", "verdict": 1}} for PASS or the same with '
-    '"verdict": 0 for FAIL. The verdict must be the number 0 or 1.'
+    '"verdict": 0 for FAIL, writing your own reasons in place of the text in angle brackets. '
+    "The verdict must be the number 0 or 1."
 )
 
-_LABELLED = re.compile(r"verdict[\"'*\s]*(?:[:=]|is|of)?[\"'*\s]*([A-Za-z0-9.]+)", re.IGNORECASE)
-_WORD = re.compile(r"\b(PASS|FAIL)(?:ED|ES)?\b")
 _TRAILING_DIGIT = re.compile(r"(?:^|[\s:>(\[\"'*])([01])[\s.)\]\"'*]*$")
-_VALID = {"pass": 1, "passed": 1, "fail": 0, "failed": 0, "1": 1, "0": 0}
 
 
-def _verdict_value(token: Any) -> Any:
-    """Map "PASS"/"FAIL"/"1"/true to 1/0; anything else is returned unchanged (validation names it)."""
-    if isinstance(token, bool):
-        return int(token)
-    if isinstance(token, str):
-        return _VALID.get(token.strip().strip(".").lower(), token)
-    return token
+def extract_verdict_json(text: str) -> dict[str, Any] | None:
+    """The reply's JSON for the JSON methods: the first object with "verdict" the judge states
+    itself (`verdicts.first_json_with`), else the generic extraction (so the schema names what is
+    missing)."""
+    return first_json_with(text, "verdict") or extract_json(text)
 
 
 def parse_verdict_text(text: str) -> dict[str, Any] | None:
-    """Read a verdict out of a prose reply (the last step of the fallback chain).
+    """Read a verdict out of a prose reply (the last step of the fallback chain), by the strict
+    rule of `evekit.judges.verdicts`: the verdict stated first and explicitly, quoted or tagged
+    material ignored.
 
-    In order: a JSON object with "verdict"; a labelled verdict ("verdict: 1", "Verdict: PASS");
-    the last upper-case PASS or FAIL; a lone 0 or 1 at the very end. A label with an unusable
-    value ("verdict: maybe", "verdict: 2") and nothing else is returned as is, so that the
-    schema check names it. None when there is no verdict at all.
+    In order: the first JSON object with "verdict" outside quotations; a verdict the reply opens
+    with ("FAIL. ..."); the first labelled verdict ("verdict: 1", "Verdict: PASS"); upper-case
+    PASS or FAIL words when they all agree; a lone 0 or 1 at the very end. A label with an unusable
+    value ("verdict: maybe", "verdict: 2") and nothing else is returned as is, so that the schema
+    check names it. PASS and FAIL both stated, neither first: `UnusableReply` (an abstention with
+    that reason). None when there is no verdict at all.
     """
-    obj = extract_json(text)
+    obj = first_json_with(text, "verdict")
     if obj is not None and "verdict" in obj:
         return obj
     reasoning = text.strip()
-    labelled = [_verdict_value(t) for t in _LABELLED.findall(text)]
-    valid = [v for v in labelled if v in (0, 1)]
-    if valid:
-        return {"reasoning": reasoning, "verdict": valid[-1]}
-    words = _WORD.findall(text)
-    if words:
-        return {"reasoning": reasoning, "verdict": 1 if words[-1] == "PASS" else 0}
-    m = _TRAILING_DIGIT.search(reasoning)
+    verdict, why = stated_verdict(text)
+    if why:
+        raise UnusableReply(why)
+    if verdict in (0, 1):
+        return {"reasoning": reasoning, "verdict": verdict}
+    m = _TRAILING_DIGIT.search(unquoted(text).strip())
     if m:
         return {"reasoning": reasoning, "verdict": int(m.group(1))}
-    if labelled:
-        return {"reasoning": reasoning, "verdict": labelled[-1]}
+    if verdict is not None:
+        return {"reasoning": reasoning, "verdict": verdict}
     return None
 
 
@@ -97,7 +97,7 @@ def normalize_verdict(obj: dict[str, Any]) -> dict[str, Any]:
     if obj["reasoning"] is None:
         obj["reasoning"] = ""
     if "verdict" in obj:
-        obj["verdict"] = _verdict_value(obj["verdict"])
+        obj["verdict"] = verdict_value(obj["verdict"])
     return obj
 
 
@@ -112,22 +112,29 @@ PAIRWISE_SCHEMA: dict[str, Any] = {
     "required": ["rationale", "winner"],
     "additionalProperties": False,
 }
-_WINNER = re.compile(r"(?:winner|verdict|better)[\"'*\s]*(?:[:=]|is)[\"'*\s]*(?:answer\s*)?([A-Za-z]+)\b",
-                     re.IGNORECASE)
-_BRACKETED = re.compile(r"\[\[\s*(A|B|tie)\s*\]\]", re.IGNORECASE)
 PAIRWISE_REMINDER = (
     "Your previous reply could not be used ({reason}). Reply again with only this JSON object: "
-    '{{"rationale": "<one or two sentences>", "winner": "A"}}, where "winner" is "A", "B" or "tie".'
+    '{{"rationale": "<one or two sentences>", "winner": "A"}}, where "winner" is "A", "B" or "tie", '
+    "writing your own reasons in place of the text in angle brackets."
 )
 
 
+def extract_pairwise_json(text: str) -> dict[str, Any] | None:
+    """The first JSON object with "winner" the judge states itself, else the generic extraction."""
+    return first_json_with(text, "winner") or extract_json(text)
+
+
 def parse_pairwise_text(text: str) -> dict[str, Any] | None:
-    """A verdict from a prose reply (last step of ask_json's chain): JSON, "winner: A", or "[[A]]"."""
-    obj = extract_json(text)
+    """A verdict from a prose reply (last step of ask_json's chain), by the strict rule: the first
+    JSON object with "winner" outside quotations, else the first labelled ("winner: A") or
+    bracketed ("[[A]]") winner outside quotations."""
+    obj = first_json_with(text, "winner")
     if obj is not None and "winner" in obj:
         return obj
-    found = _WINNER.findall(text) or _BRACKETED.findall(text)
-    return {"rationale": text.strip(), "winner": found[-1]} if found else None
+    winner, why = stated_winner(text)
+    if why:
+        raise UnusableReply(why)
+    return {"rationale": text.strip(), "winner": winner} if winner else None
 
 
 # --------------------------------------------------------------------------- the catalogue
@@ -140,7 +147,9 @@ class JudgeKind:
     None) fixes a parsed reply up before validation, `reminder` follows an unusable reply;
     `verdict_key` / `reasoning_key` name the verdict and its justification in the reply; `reduce`
     combines the verdicts cast for one sample; `binary`: verdicts 0/1 (pass rates, averages)
-    rather than labels; `desc` labels progress bars.
+    rather than labels; `desc` labels progress bars. `extract` reads the JSON of a JSON-mode reply
+    and `screen(parsed, reply)` names why a valid reply is still no verdict (the verdict rules of
+    `evekit.judges.verdicts`: a copied template, a rationale stating the other side).
     """
 
     name: str
@@ -156,6 +165,8 @@ class JudgeKind:
     binary: bool
     schema_name: str = "verdict"
     desc: str = "judge"
+    extract: Callable[[str], dict[str, Any] | None] | None = None
+    screen: Callable[[dict[str, Any], str], str | None] | None = None
 
     def value(self, parsed: dict[str, Any]) -> Any:
         """The verdict of a validated reply: 1.0 / 0.0 for binary kinds, else the label."""
@@ -169,6 +180,7 @@ def _pointwise(name: str) -> JudgeKind:
         render=lambda case, index=0: render_pointwise(name, case, index),
         schema=VERDICT_SCHEMA, text_parser=parse_verdict_text, normalize=normalize_verdict,
         reminder=JUDGE_REMINDER, verdict_key="verdict", reasoning_key="reasoning", reduce=vote, binary=True,
+        extract=extract_verdict_json, screen=screen_pointwise,
     )
 
 
@@ -179,6 +191,7 @@ KINDS: dict[str, JudgeKind] = {
         schema=PAIRWISE_SCHEMA, text_parser=parse_pairwise_text, normalize=None, reminder=PAIRWISE_REMINDER,
         verdict_key="winner", reasoning_key="rationale", reduce=majority_vote, binary=False,
         schema_name="pairwise_verdict", desc="pairwise judge",
+        extract=extract_pairwise_json, screen=screen_pairwise,
     ),
 }
 

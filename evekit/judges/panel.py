@@ -108,7 +108,8 @@ class JudgePanel:
         return ask_json(self.clients[spec.name], messages, k.schema, max_tokens=self.max_tokens,
                         temperature=self.temperature if spec.temperature is None else spec.temperature,
                         name=k.schema_name, text_parser=k.text_parser, normalize=k.normalize,
-                        reminder=k.reminder, api=spec.api, desc=f"{k.desc} {spec.name}", max_probe=max_probe)
+                        reminder=k.reminder, api=spec.api, desc=f"{k.desc} {spec.name}", max_probe=max_probe,
+                        extract=k.extract, screen=k.screen)
 
     @staticmethod
     def unusable(spec: JudgeSpec, error: EndpointError, n: int) -> list[JsonAnswer]:

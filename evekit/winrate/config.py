@@ -42,6 +42,7 @@ class WinRateConfig:
     temperature: float = 0.0
     max_tokens: int = 512
     alpha: float = ALPHA
+    judge_validation: str | None = None
 
     @property
     def cache_path(self) -> Path | None:
@@ -70,7 +71,7 @@ class WinRateConfig:
                         "api_key_env": j.api_key_env, "temperature": j.temperature} for j in self.judges],
             **{k: getattr(self, k) for k in (
                 "limit", "seed", "both_orders", "output_dir", "run_name", "concurrency", "timeout",
-                "max_retries", "cache_dir", "offline", "temperature", "max_tokens", "alpha")},
+                "max_retries", "cache_dir", "offline", "temperature", "max_tokens", "alpha", "judge_validation")},
         }
 
 
@@ -95,7 +96,7 @@ def validate_params(*, task: str = "open_ended", model_a: Any, model_b: Any, jud
                     output_dir: str = "outputs", run_name: str = "demo", concurrency: int = 8,
                     timeout: float = 120.0, max_retries: int = 4, cache_dir: str | None = None,
                     offline: bool = False, temperature: float = 0.0, max_tokens: int = 512,
-                    alpha: float = ALPHA) -> WinRateConfig:
+                    alpha: float = ALPHA, judge_validation: str | None = None) -> WinRateConfig:
     """Check the notebook's parameters at once, so a typo fails before any judge call.
 
     Files must exist (relative paths resolve from the working directory, else the repository
@@ -110,7 +111,7 @@ def validate_params(*, task: str = "open_ended", model_a: Any, model_b: Any, jud
         ("timeout", timeout, (int, float), False), ("max_retries", max_retries, (int,), False),
         ("cache_dir", cache_dir, (str, Path), True), ("offline", offline, (bool,), False),
         ("temperature", temperature, (int, float), False), ("max_tokens", max_tokens, (int,), False),
-        ("alpha", alpha, (float,), False),
+        ("alpha", alpha, (float,), False), ("judge_validation", judge_validation, (str, Path), True),
     ):
         _check_type(name, value, types, optional)
     for name, value in (("limit", limit), ("concurrency", concurrency), ("max_tokens", max_tokens)):
@@ -118,6 +119,9 @@ def validate_params(*, task: str = "open_ended", model_a: Any, model_b: Any, jud
             raise ParameterError(f"parameter {name}={value!r} must be at least 1")
     if seed < 0 or max_retries < 0:
         raise ParameterError(f"seed ({seed}) and max_retries ({max_retries}) must be 0 or more")
+    if judge_validation is not None and not resolve_path(judge_validation).is_file():
+        raise ParameterError(f"parameter judge_validation: file not found: {judge_validation} (a results.json "
+                             "written by notebooks/judge_validation.ipynb with judge_kind 'pairwise')")
     sides = {}
     for side, value in (("model_a", model_a), ("model_b", model_b)):
         specs = [ModelSpec.from_dict(d, side) for d in _as_list(value, side)]
@@ -146,4 +150,5 @@ def validate_params(*, task: str = "open_ended", model_a: Any, model_b: Any, jud
         concurrency=concurrency, timeout=float(timeout), max_retries=max_retries,
         cache_dir=None if cache_dir is None else str(cache_dir), offline=offline,
         temperature=float(temperature), max_tokens=max_tokens, alpha=alpha,
+        judge_validation=None if judge_validation is None else str(judge_validation),
     )

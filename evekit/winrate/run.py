@@ -4,7 +4,7 @@
     run.setup_table()                           # who is compared, who judges
     run.load()                                  # read the CSVs, match questions, one comparison per model pair
     run.unmatched_table()                       # rows left out, with the reason
-    run.judge()                                 # judge calls (cached, concurrent) -> results and summaries
+    run.judge()                                 # judge calls (cached, concurrent); per judge: abstentions, trust
     run.summary_table()                         # verdict paragraph and win rates per comparison
     run.plots()                                 # shares won, position bias, judge agreement
     run.rationales(5)                           # what the judges said
@@ -17,6 +17,7 @@ from typing import Any
 
 import pandas as pd
 
+from evekit.server import demo_judge_note, demo_judges
 from evekit.winrate import views
 from evekit.winrate.config import WinRateConfig
 from evekit.winrate.judging import run_judges
@@ -44,7 +45,11 @@ class WinRateRun:
         return cls(WinRateConfig.from_notebook(namespace))
 
     def setup_table(self) -> pd.DataFrame:
-        """Who is compared and who judges: one row per model and per judge (no secrets)."""
+        """Who is compared and who judges: one row per model and per judge (no secrets); a note
+        when a judge is the embedded demo model."""
+        demo = demo_judges(self.config.judges)
+        if demo:
+            print(f"Note: {demo_judge_note(demo)}")
         return views.setup_table(self.config)
 
     def load(self) -> pd.DataFrame:
@@ -62,7 +67,7 @@ class WinRateRun:
         table = pd.DataFrame.from_dict(self.usage, orient="index")
         counts = [c for c in table.columns if c != "seconds"]
         table[counts] = table[counts].fillna(0).astype(int)  # counts as counts (26, not 26.0)
-        return table
+        return views.judge_table(self._judged(), self.config, table)
 
     def summary_table(self) -> None:
         """Per comparison: a heading, the verdict paragraph and the summary for reading."""

@@ -17,7 +17,7 @@ from evekit.winrate.matching import Comparison
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-__all__ = ["setup_table", "matching_table", "unmatched_table", "summary_table", "summary_view", "verdict_text",
+__all__ = ["setup_table", "judge_table", "matching_table", "unmatched_table", "summary_table", "summary_view", "verdict_text",
            "sample_rationales", "plot_comparison", "plot_position_bias", "plot_agreement", "save_outputs"]
 
 _AGGREGATE_LABELS = {"majority": "majority vote", "average": "average of judges (EVE)"}
@@ -57,6 +57,39 @@ def setup_table(cfg: WinRateConfig) -> pd.DataFrame:
     rows += [{"role": "judge", "name": j.name, "source": j.model, "endpoint": j.base_url,
               "temperature": cfg.temperature if j.temperature is None else j.temperature} for j in cfg.judges]
     return pd.DataFrame(rows)
+
+
+def judge_table(comparisons: Sequence[Comparison], cfg: WinRateConfig, usage: pd.DataFrame) -> pd.DataFrame:
+    """Per judge: its usage, its decisions without a usable verdict with their reasons (a copied
+    template, a rationale naming the other side, ...), and with `judge_validation` its validated
+    accuracy and kappa (a warning printed when kappa < 0.4); a note when a judge is the demo model."""
+    from evekit.judges.validation import judge_trust, trust_warnings
+    from evekit.judges.verdicts import abstention_reasons, reasons_text
+    from evekit.paths import resolve_path
+
+    table = usage.copy()
+    results = pd.concat([c.results for c in comparisons], ignore_index=True)
+    names = [j.name for j in cfg.judges]
+    table = table.reindex(names)
+    table["abstained"] = [int(results.loc[results["judge"] == n, "failed"].sum()) for n in names]
+    table["abstention reasons"] = [reasons_text(abstention_reasons(results.loc[results["judge"] == n, "error"])) or "–"
+                                   for n in names]
+    notes = []
+    if cfg.judge_validation:
+        trust = judge_trust(resolve_path(cfg.judge_validation), names, kind="pairwise").set_index("judge")
+        table["validated accuracy"] = [("–" if pd.isna(a) else f"{a:.0%} [{lo:.0%}, {hi:.0%}]") for a, lo, hi in
+                                       trust[["validated_accuracy", "validated_accuracy_ci_low",
+                                              "validated_accuracy_ci_high"]].to_numpy()]
+        table["validated kappa"] = ["–" if pd.isna(k) else f"{k:.2f}" for k in trust["validated_kappa"]]
+        notes += [f"Warning: {w}" for w in trust_warnings(trust.reset_index())]
+    from evekit.server import demo_judge_note, demo_judges
+
+    if demo_judges(cfg.judges):
+        notes.append(demo_judge_note(demo_judges(cfg.judges)))
+    for note in notes:
+        print(f"Note: {note}" if not note.startswith("Warning") else note)
+    table.index.name = "judge"
+    return table
 
 
 def summary_table(comparisons: Sequence[Comparison]) -> pd.DataFrame:
@@ -171,6 +204,12 @@ def plot_agreement(comp: Comparison) -> "Figure":
     return ax.figure
 
 
+def _reasons(results: pd.DataFrame, judge: str) -> dict[str, int]:
+    from evekit.judges.verdicts import abstention_reasons
+
+    return abstention_reasons(results.loc[results["judge"] == judge, "error"])
+
+
 def save_outputs(comparisons: Sequence[Comparison], cfg: WinRateConfig,
                  usage: dict[str, Any] | None = None) -> list[Path]:
     """Write each comparison's folder with its run.json record (what the batch runner reads).
@@ -202,6 +241,7 @@ def save_outputs(comparisons: Sequence[Comparison], cfg: WinRateConfig,
             "n_unmatched": len(comp.unmatched), "n_failed_generation": len(comp.failed_generation),
             "metrics": eve_metrics(comp), "verdict": verdict_text(comp, cfg.alpha),
             "usage": usage or {}, "params": cfg.as_dict(),
+            "abstention_reasons": {j: _reasons(comp.results, j) for j in comp.judges},
         }
         (d / "metrics.json").write_text(json.dumps(json_safe(record), indent=2, ensure_ascii=False) + "\n")
         write_run_record(d, kind="win_rate", notebook="win_rate", run_name=cfg.run_name, task=cfg.task,
