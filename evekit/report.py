@@ -180,7 +180,7 @@ def to_eee(results: dict[str, Any], *, dataset: str) -> dict[str, Any]:
 
 RUN_RECORD = "run.json"
 RUN_RECORD_SCHEMA = "evekit.run/1"
-RUN_KINDS = ("task", "win_rate", "summary")
+RUN_KINDS = ("task", "win_rate", "ranking", "summary")
 # Set by the batch runner around one papermill execution; the kernel inherits it, so each record
 # says which execution wrote it and the runner finds exactly that execution's outputs.
 EXECUTION_ENV = "EVEKIT_EXECUTION"
