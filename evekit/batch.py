@@ -2,7 +2,7 @@
 
 A parameter file is named `<notebook>[.<variant>].yaml`: `open_ended.yaml` and
 `open_ended.5shot.yaml` both run `notebooks/open_ended.ipynb`. Task notebooks run first, then
-`win_rate`, then `summary`, so the later ones find the earlier results. With `serve=True` the
+`win_rate` and `ranking`, then `summary`, so the later ones find the earlier results. With `serve=True` the
 embedded model server is started first and `${EVEKIT_SERVER_URL}` in the YAML becomes its URL;
 the server is stopped even when a notebook fails.
 """
@@ -25,7 +25,7 @@ import yaml
 from evekit.paths import REPO_ROOT, display_path
 
 SERVER_URL_PLACEHOLDER = "${EVEKIT_SERVER_URL}"
-LAST = ("win_rate", "summary")
+LAST = ("win_rate", "ranking", "summary")
 
 
 def notebook_name(params_file: Path) -> str:
@@ -33,7 +33,7 @@ def notebook_name(params_file: Path) -> str:
 
 
 def run_order(files: list[Path]) -> list[Path]:
-    """Task notebooks first (in the order given), then win_rate, then summary."""
+    """Task notebooks first (in the order given), then win_rate, ranking, then summary."""
     def rank(f: Path) -> int:
         name = notebook_name(f)
         return LAST.index(name) + 1 if name in LAST else 0
@@ -118,6 +118,8 @@ def report_identity(executed_notebook: Path, *, params_file: Path | None = None,
     model = results.get("model") or params.get("model_name")
     if record.get("kind") == "win_rate":
         model = " vs ".join(str(m) for m in (params.get("model_a"), params.get("model_b")) if m) or model
+    if record.get("kind") == "ranking":
+        model = ", ".join(str(m) for m in record.get("models") or []) or model
     return {"run_name": record.get("run_name") or params.get("run_name"), "notebook": notebook,
             "kind": record.get("kind"), "model": model,
             "num_fewshot": fewshot if isinstance(fewshot, int) and record.get("kind") != "summary" else None,

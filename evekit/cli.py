@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
 
     run = sub.add_parser("run", help="run notebooks with papermill over parameter files",
                          description="Run each <notebook>[.<variant>].yaml with papermill: task notebooks "
-                                     "first, then win_rate, then summary; render report.html next to each "
+                                     "first, then win_rate and ranking, then summary; render report.html next to each "
                                      "result and write outputs/<run_name>/index.html. Every file, notebook "
                                      "and parameter name is checked before anything runs.")
     run.add_argument("params", nargs="+", help="YAML files named <notebook>[.<variant>].yaml")

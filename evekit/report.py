@@ -351,10 +351,12 @@ def write_index(run_dir: Path, batch_runs: "list[Path] | tuple[Path, ...]" = ())
             f"<td>{html.escape(_baseline_cell(res))}</td><td>{link}</td></tr>"
         )
     extra = []
-    # Win-rate comparisons first, then the summary (the order the batch runner runs them in).
+    # Win-rate comparisons and rankings first, then the summary (the order the batch runner runs them in).
     for record in sorted((r for r in records if r.kind != "task"), key=lambda r: (r.kind == "summary", str(r.dir))):
-        label = "summary leaderboard" if record.kind == "summary" else f"win rate: {record.dir.name}"
-        note = _win_rate_headline(record.dir / "summary.csv") if record.kind == "win_rate" else ""
+        label = {"summary": "summary leaderboard", "ranking": f"ranking: {record.dir.name}"}.get(
+            record.kind, f"win rate: {record.dir.name}")
+        note = (_win_rate_headline(record.dir / "summary.csv") if record.kind == "win_rate"
+                else _ranking_headline(record.dir / "ratings.csv") if record.kind == "ranking" else "")
         report = record.dir / "report.html"
         target = (f'<a href="{html.escape(str(report.relative_to(run_dir)))}">{html.escape(label)}</a>'
                   if report.exists() else f"{html.escape(label)} (no report)")
@@ -438,4 +440,17 @@ def _win_rate_headline(summary_csv: Path) -> str:
                 f"ties {rate('tie_rate')}; alpaca win rate of {row['model_a']} {rate('alpaca_win_rate_a')}; "
                 f"n = {int(df['n'].max())} questions)")  # the average row has no n of its own
     except Exception:  # a half-written or foreign summary must not break the index
+        return ""
+
+
+def _ranking_headline(ratings_csv: Path) -> str:
+    """The pooled ranking: '(1. m1 1178 [1154, 1205]; 2. m2 ...)'."""
+    try:
+        df = pd.read_csv(ratings_csv)
+        pooled = df[df["judge"] == "pooled"].sort_values(["rank", "rating"], ascending=[True, False])
+        parts = [f"{int(r['rank'])}. {r['model']} {r['rating']:.0f}"
+                 + (f" [{r['ci_low']:.0f}, {r['ci_high']:.0f}]" if pd.notna(r["ci_low"]) else "")
+                 for _, r in pooled.iterrows()]
+        return f"(pooled Bradley–Terry ratings: {'; '.join(parts)})" if parts else ""
+    except Exception:  # a half-written or foreign table must not break the index
         return ""

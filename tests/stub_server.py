@@ -20,6 +20,9 @@ Per-prompt behaviour is selected with a marker anywhere in the prompt, e.g. "[[t
   [[no_max_tokens]]  400 when the body uses `max_tokens` (like OpenAI's reasoning models)
   [[bad_format]]     500 with a validation error about `response_format` (as llama.cpp's
                      server answers a json_schema it does not support)
+  [[strength_N]]     twice in a prompt (a pairwise judge's answers A and B): a JSON verdict
+                     {"rationale", "winner"}; A wins with probability 0.9 * sigmoid((N_A - N_B) / 2),
+                     B with 0.9 * (1 - that), else a tie, drawn from a hash of seed, model and prompt
 
 Usage from Python::
 
@@ -37,6 +40,7 @@ import argparse
 import asyncio
 import hashlib
 import json
+import math
 import re
 import subprocess
 import sys
@@ -78,6 +82,17 @@ def _fault_for(cfg: StubConfig, prompt: str, attempt: int) -> str | None:
     if int.from_bytes(h[:4], "big") / 2**32 >= cfg.fault_rate:
         return None
     return cfg.faults[h[4] % len(cfg.faults)]
+
+
+_STRENGTH = re.compile(r"\[\[strength_(-?\d+)\]\]")
+
+
+def _pairwise_verdict(cfg: StubConfig, model: str, prompt: str, a: int, b: int) -> str:
+    """A pairwise judge with known preferences and noise (so a Bradley–Terry optimum is finite)."""
+    u = int.from_bytes(hashlib.sha256(f"{cfg.seed}|{model}|{prompt}".encode()).digest()[:4], "big") / 2**32
+    p = 1.0 / (1.0 + math.exp(-(a - b) / 2.0))
+    winner = "A" if u < 0.9 * p else "B" if u >= 0.9 * p + 0.1 else "tie"
+    return json.dumps({"rationale": f"stub: strengths {a} vs {b}", "winner": winner})
 
 
 def build_app(cfg: StubConfig):  # -> aiohttp.web.Application
@@ -130,6 +145,9 @@ def build_app(cfg: StubConfig):  # -> aiohttp.web.Application
 
         answer = f"echo: {prompt}"
         reasoning = None
+        strengths = _STRENGTH.findall(prompt)
+        if len(strengths) >= 2:
+            answer = _pairwise_verdict(cfg, str(model), prompt, int(strengths[0]), int(strengths[1]))
         if "think" in marks:
             answer = f"<think>pondering {prompt}</think>{answer}"
         elif "reasoning" in marks:
