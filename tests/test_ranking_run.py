@@ -347,3 +347,27 @@ def test_notebook_runs_against_stub_judges_and_evekit_run_renders_the_report(tmp
     assert "judge calls" in html and "Kendall" in html
     index = (tmp_path / "out" / "nb" / "index.html").read_text()
     assert "ranking: open_ended" in index and "1. strong" in index
+
+
+@pytest.mark.integration
+def test_ranking_with_the_embedded_model_as_judge_records_and_replays(embedded_server, tmp_path):
+    """Three answer files judged by the real embedded server: every battle is a verdict or an
+    abstention with its reason; the pooled fit has one row per model; an offline rerun replays."""
+    fixtures = ROOT / "tests" / "fixtures" / "win_rate"
+    models = [{"name": "0shot", "file": str(fixtures / "open_ended_0shot.csv")},
+              {"name": "5shot", "file": str(fixtures / "open_ended_5shot.csv")},
+              {"name": "0shot-copy", "file": str(fixtures / "open_ended_0shot.csv")}]
+    params = dict(models=models, judges=[{"name": "smollm2", "model": "smollm2-135m-instruct",
+                                          "base_url": embedded_server}],
+                  limit=3, n_boot=50, max_tokens=128, max_retries=1, cache_dir=str(tmp_path / "cache"),
+                  output_dir=str(tmp_path / "out"))
+    run = run_all(RankingRun.from_params(**params))
+    b = run.battles
+    copy = b[((b["model_a"] == "0shot") & (b["model_b"] == "0shot-copy")) |
+             ((b["model_a"] == "0shot-copy") & (b["model_b"] == "0shot"))]
+    assert len(b) == 3 * 3 * 2 and (copy["method"] == "identical").all() and (copy["winner"] == "tie").all()
+    for r in b.itertuples():
+        assert (r.winner in ("0shot", "5shot", "0shot-copy", "tie") and not r.error) or (r.winner is None and r.error)
+    assert sorted(run.ratings.loc[run.ratings["judge"] == "pooled", "model"]) == sorted(m["name"] for m in models)
+    replay = run_all(RankingRun.from_params(**{**params, "offline": True}))
+    pd.testing.assert_frame_equal(replay.battles, b)
