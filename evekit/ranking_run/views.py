@@ -87,7 +87,7 @@ def plot_forest(ratings: pd.DataFrame, *, title: str = "", level: float = 0.95) 
 
     r = ratings[ratings["judge"] == R.POOLED].sort_values("rating")
     y = np.arange(len(r))
-    fig, ax = plt.subplots(figsize=(7.5, 1.4 + 0.55 * len(r)))
+    fig, ax = plt.subplots(figsize=(9.5, 1.4 + 0.55 * len(r)))
     ax.errorbar(r["rating"], y + 0.12, xerr=_err(r, "rating", "ci_low", "ci_high"), fmt="o", color="#4C72B0",
                 capsize=3, label=f"rating, {level:.0%} CI")
     if r["style_rating"].notna().any():
@@ -98,7 +98,7 @@ def plot_forest(ratings: pd.DataFrame, *, title: str = "", level: float = 0.95) 
     ax.set_yticklabels([f"{m}  (rank {int(k)})" for m, k in zip(r["model"], r["rank"])])
     ax.set_xlabel("rating (Elo scale: +400 = 10x the odds of winning)")
     ax.set_title(title or "Bradley–Terry ratings, all judges pooled")
-    ax.legend(loc="best", fontsize=8)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)  # outside: never over a bar
     fig.tight_layout()
     return fig
 
