@@ -10,7 +10,9 @@ model) can share a cache. Rows are keyed by `cache_key`, a SHA-256 over everythi
 changes the answer: endpoint kind, model, messages or prompt, temperature, max_tokens, stop,
 seed, response_format and sample_index. The base URL is deliberately NOT part of the key:
 the embedded server's port changes between runs and a recording must still replay.
-Only successful answers are stored; infrastructure failures are retried on the next run.
+Only successful answers are stored; infrastructure failures are retried on the next run. The
+exception is a failure a batch file reported (`record_failures`, used by `evekit batch import`): it
+replays as that failed item until a later import answers the call.
 
 `export_cache` writes a sorted, deterministic JSONL (one answer per line, the keyed request
 fields in plain view) that can be reviewed in a diff and committed; any `*.jsonl` file in
@@ -55,6 +57,10 @@ CREATE TABLE IF NOT EXISTS imports (path TEXT PRIMARY KEY, size INTEGER, mtime_n
 -- replay needs no network for the structured-output probes either.
 CREATE TABLE IF NOT EXISTS rejections (key TEXT PRIMARY KEY, request TEXT NOT NULL, error TEXT NOT NULL,
                                        created REAL);
+-- Calls a batch file (evekit batch import) answered with an error: replayed as that failed item, online
+-- and offline, until a later import answers them; `evekit batch export` lists them again.
+CREATE TABLE IF NOT EXISTS failures (key TEXT PRIMARY KEY, request TEXT NOT NULL, error TEXT NOT NULL,
+                                     created REAL);
 -- Calls in flight: a process claims a key before sending it, so another process sharing the cache
 -- waits for that answer instead of paying for it again. A claim ends with the answer, a failure,
 -- its process's death or its expiry.
@@ -161,6 +167,9 @@ class ResponseCache:
                 q = f"SELECT key, error FROM rejections WHERE key IN ({','.join('?' * len(chunk))})"
                 for key, error in self._db.execute(q, chunk):
                     found.setdefault(key, GenerationResult(text=None, error=error, cached=True, rejected=True))
+                q = f"SELECT key, error FROM failures WHERE key IN ({','.join('?' * len(chunk))})"
+                for key, error in self._db.execute(q, chunk):  # a recorded batch failure: a failed item
+                    found.setdefault(key, GenerationResult(text=None, error=error, cached=True))
         return found
 
     def get(self, key: str) -> GenerationResult | None:
@@ -197,6 +206,32 @@ class ResponseCache:
         except BaseException:
             self._db.execute("ROLLBACK")
             raise
+
+    def record_failures(self, items: Iterable[tuple[str, Mapping[str, Any], str]]) -> None:
+        """Record calls a batch answered with an error, as (key, keyed fields, error message): each
+        replays as a failed item (`cached=True`, `error` set, not `rejected`) until an answer for
+        that key is stored. A key that already has an answer keeps it."""
+        now = time.time()
+        rows = [(key, _canonical(fields), str(error), now) for key, fields, error in items]
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                self._db.executemany("INSERT OR REPLACE INTO failures VALUES (?,?,?,?)", rows)
+                self._db.execute("DELETE FROM failures WHERE key IN (SELECT key FROM responses)")
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+
+    def clear_failures(self, keys: Iterable[str] | None = None) -> int:
+        """Forget recorded batch failures (those of `keys`, or all); returns how many were dropped."""
+        with self._lock:
+            before = self._db.total_changes
+            if keys is None:
+                self._db.execute("DELETE FROM failures")
+            else:
+                self._db.executemany("DELETE FROM failures WHERE key = ?", [(k,) for k in keys])
+            return self._db.total_changes - before
 
     # -- calls in flight, across processes ----------------------------------------------
     def claim_many(self, keys: Iterable[str], owner: str, ttl: float) -> set[str]:

@@ -1,4 +1,5 @@
-"""`evekit` command line: `serve` the embedded model, `run` notebooks in batch, `prepare` data offline."""
+"""`evekit` command line: `serve` the embedded model, `run` notebooks in batch, `plan` their calls and
+cost, move them through OpenAI `batch` files, `prepare` data offline."""
 from __future__ import annotations
 
 import argparse
@@ -62,12 +63,26 @@ def _prepare(args: argparse.Namespace) -> int:
     return prepare_main(args.dest, args.dataset or [], include_eve=not args.no_eve)
 
 
+def _plan(args: argparse.Namespace) -> int:
+    from evekit.plan import main as plan_main
+
+    return plan_main(args.params, out=args.out, prices=args.prices, notebooks_dir=args.notebooks_dir)
+
+
+def _batch(args: argparse.Namespace) -> int:
+    from evekit.batchfile import main_export, main_import
+
+    if args.batch_command == "export":
+        return main_export(args.params, args.out, model=args.model, notebooks_dir=args.notebooks_dir)
+    return main_import(args.results, args.params, notebooks_dir=args.notebooks_dir)
+
+
 def main(argv: list[str] | None = None) -> int:
     import evekit
 
     parser = argparse.ArgumentParser(prog="evekit", description=__doc__)
     parser.add_argument("--version", action="version", version=f"evekit {evekit.__version__}")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{serve,run,prepare}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{serve,run,plan,batch,prepare}")
 
     serve = sub.add_parser("serve", help="start the embedded llama.cpp model server",
                            description="Start the embedded model (SmolLM2-135M-Instruct on llama.cpp's "
@@ -94,6 +109,42 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--progress-every", type=float, default=30.0, metavar="SECONDS",
                      help="seconds between the progress lines of a running notebook (0: none; default 30)")
     run.set_defaults(func=_run)
+
+    plan = sub.add_parser("plan", help="count, per run and endpoint, the calls, cached share, tokens and price",
+                          description="Without any network call: the model calls each parameter file's run "
+                                      "would send (judge calls on answers not there yet as an upper bound), how "
+                                      "many are cached, estimated prompt tokens, completion tokens bounded by "
+                                      "max_tokens and the price from a price table. Printed, and written as CSV.")
+    plan.add_argument("params", nargs="+", help="YAML files named <notebook>[.<variant>].yaml")
+    plan.add_argument("--out", default=None, help="CSV file (default: <output_dir>/plan.csv of the first run)")
+    plan.add_argument("--prices", default=None,
+                      help="price table, $ per million input/output tokens per model (default: params/prices.yaml)")
+    plan.add_argument("--notebooks-dir", default=None, help="where the notebooks are (default: the repo's)")
+    plan.set_defaults(func=_plan)
+
+    batch = sub.add_parser("batch", help="OpenAI Batch files: export uncached calls, import the results",
+                           description="Move the runs' model calls through OpenAI Batch files (a hosted Batch "
+                                       "API, vLLM run_batch). A judged task takes two rounds: answers, then "
+                                       "the judge calls on them; both commands say which round is next.")
+    batch_sub = batch.add_subparsers(dest="batch_command", required=True, metavar="{export,import}")
+    export = batch_sub.add_parser("export", help="one Batch input line per call not in the runs' caches",
+                                  description="Write one OpenAI Batch input line (custom_id = the cache key, "
+                                              "method, url, body) per call the runs would send that their "
+                                              "caches do not answer, failed batch lines included.")
+    export.add_argument("params", nargs="+", help="YAML files named <notebook>[.<variant>].yaml")
+    export.add_argument("--out", required=True, help="the Batch input file to write (.jsonl)")
+    export.add_argument("--model", default=None, help="only the calls to this model (one model per hosted batch)")
+    export.add_argument("--notebooks-dir", default=None, help="where the notebooks are (default: the repo's)")
+    export.set_defaults(func=_batch)
+    imp = batch_sub.add_parser("import", help="load a Batch output file into the runs' caches",
+                               description="Load a Batch output file (lines in any order) into the caches of "
+                                           "the runs; a failed line is recorded so that the run shows that "
+                                           "item as failed with the batch's error, and a later export lists "
+                                           "it again.")
+    imp.add_argument("results", help="the Batch output file (.jsonl)")
+    imp.add_argument("params", nargs="+", help="the parameter files whose calls were exported")
+    imp.add_argument("--notebooks-dir", default=None, help="where the notebooks are (default: the repo's)")
+    imp.set_defaults(func=_batch)
 
     prep = sub.add_parser("prepare", help="download datasets while online for later offline=True runs",
                           description="Save every split of the six EVE datasets (and any --dataset) as "

@@ -68,7 +68,7 @@ try:
 except ImportError:  # pragma: no cover - aiohttp is optional; httpx is used instead
     _aiohttp = None  # type: ignore[assignment]
 
-__all__ = ["ModelClient", "EndpointError", "CacheMiss"]
+__all__ = ["ModelClient", "EndpointError", "CacheMiss", "request_body", "endpoint_path"]
 
 CLAIM_POLL_SECONDS = 0.2  # how often a process waiting for another's answer looks for it
 MAX_RETRY_AFTER = 120.0  # seconds; a server asking for longer is treated as a failure
@@ -183,6 +183,32 @@ def _ssl_context() -> Any:
     if _SSL_CONTEXT is None:
         _SSL_CONTEXT = _http.create_ssl_context()
     return _SSL_CONTEXT
+
+
+def request_body(model: str, request: GenerationRequest, max_tokens_field: str = "max_tokens") -> dict[str, Any]:
+    """The JSON body the client POSTs for `request` to `model` (chat or completions endpoint).
+
+    One recipe for the client and for `evekit batch export` (whose lines carry this body), so a
+    batch line is exactly the call a run would send; its cache key is `cache.cache_key`.
+    """
+    body: dict[str, Any] = {"model": model, "temperature": request.temperature,
+                            max_tokens_field: request.max_tokens}
+    if request.messages is not None:
+        body["messages"] = [dict(m) for m in request.messages]
+    else:
+        body["prompt"] = request.prompt
+    if request.stop:
+        body["stop"] = list(request.stop)
+    if request.seed is not None:
+        body["seed"] = request.seed
+    if request.response_format is not None:
+        body["response_format"] = request.response_format
+    return body
+
+
+def endpoint_path(api: str) -> str:
+    """The path under base_url that a request of `api` ("chat" or "completions") goes to."""
+    return "/chat/completions" if api == "chat" else "/completions"
 
 
 class _Session:
@@ -438,19 +464,7 @@ class ModelClient:
         return self._backoff(state)
 
     def _body(self, request: GenerationRequest) -> dict[str, Any]:
-        body: dict[str, Any] = {"model": self.model, "temperature": request.temperature,
-                                self._max_tokens_field: request.max_tokens}
-        if request.messages is not None:
-            body["messages"] = [dict(m) for m in request.messages]
-        else:
-            body["prompt"] = request.prompt
-        if request.stop:
-            body["stop"] = list(request.stop)
-        if request.seed is not None:
-            body["seed"] = request.seed
-        if request.response_format is not None:
-            body["response_format"] = request.response_format
-        return body
+        return request_body(self.model, request, self._max_tokens_field)
 
     async def _post(self, session: _Session, request: GenerationRequest) -> Any:
         # An absolute URL: openai then skips re-merging it with base_url (a third of its

@@ -22,6 +22,7 @@ __all__ = [
     "CacheMiss",
     "CacheError",
     "ServerError",
+    "BatchFileError",
     "unknown_names",
 ]
 
@@ -69,6 +70,10 @@ class CacheError(EvekitError, RuntimeError):
 
 class ServerError(EvekitError, RuntimeError):
     """The embedded server could not be started; the message says why and what to do."""
+
+
+class BatchFileError(EvekitError, ValueError):
+    """A Batch output file that cannot be imported; the message names the file, the line and the field."""
 
 
 def unknown_names(given: Iterable[str], known: Iterable[str], what: str = "parameter") -> str | None:

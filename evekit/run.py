@@ -108,6 +108,8 @@ class TaskRun:
         self.judge_usage = Usage()
         self.figures: dict[str, Any] = {}
         self.group_table: pd.DataFrame | None = None
+        # Builds the model's and the judges' clients; `evekit plan` puts in one that sends nothing.
+        self.client_factory: Any = ModelClient
         self._started = time.monotonic()
 
     @classmethod
@@ -208,10 +210,12 @@ class TaskRun:
             print(f"[expected] {item.target}\n")
 
     # -- generate -----------------------------------------------------------------------------
-    def _client(self, model: str, base_url: str, api_key_env: str | None, name: str) -> ModelClient:
+    def _client(self, model: str, base_url: str, api_key_env: str | None, name: str,
+                concurrency: int | None = None) -> ModelClient:
         c = self.config
-        return ModelClient(model, base_url, api_key_env, concurrency=c.concurrency, timeout=c.timeout,
-                           max_retries=c.max_retries, cache_dir=c.cache_path, offline=c.offline, name=name)
+        return self.client_factory(model, base_url, api_key_env, concurrency=concurrency or c.concurrency,
+                                   timeout=c.timeout, max_retries=c.max_retries, cache_dir=c.cache_path,
+                                   offline=c.offline, name=name)
 
     def generate(self) -> pd.DataFrame:
         c = self.config
@@ -266,8 +270,14 @@ class TaskRun:
             print("No answered items (every call failed): nothing to judge.")
             return None
         c = self.config
+        # The panel builds its own ModelClients, unless another client factory was put in (`evekit plan`);
+        # a judge entry's own `concurrency` caps its endpoint, otherwise the run's.
+        clients = None if self.client_factory is ModelClient else {
+            s.name: self._client(s.model, s.base_url, s.api_key_env, f"judge {s.name}", s.concurrency)
+            for s in specs}
         panel = judging.JudgePanel(specs, self.task.judge_kind, concurrency=c.concurrency, timeout=c.timeout,
-                                   max_retries=c.max_retries, cache_dir=c.cache_path, offline=c.offline)
+                                   max_retries=c.max_retries, cache_dir=c.cache_path, offline=c.offline,
+                                   clients=clients)
         answered = self.answered
         names = [s.name for s in specs]
         # One rule for unusable answers: scored wrong, counted, not sent to the judges.

@@ -148,13 +148,17 @@ def _check(obj: dict[str, Any] | None, schema: dict[str, Any],
 class _Attempt(NamedTuple):
     answer: JsonAnswer
     infra: bool  # True: the call itself failed (no reply); False: reply came back
+    # A failure replayed from the cache that is not the server's refusal of the format (a batch
+    # line that came back with an error): it says nothing about whether the method works.
+    recorded: bool = False
 
 
 def _interpret(res: GenerationResult, method: str, schema: dict[str, Any],
                text_parser: Callable[[str], dict | None],
                normalize: Callable[[dict], dict] | None) -> _Attempt:
     if res.failed:
-        return _Attempt(JsonAnswer(None, None, method, f"call failed ({method}): {res.error}"), True)
+        return _Attempt(JsonAnswer(None, None, method, f"call failed ({method}): {res.error}"), True,
+                        recorded=res.cached and not res.rejected)
     raw = res.raw if res.raw is not None else res.text
     text = res.text or ""
     if not text.strip():
@@ -280,6 +284,7 @@ def ask_json(
     known = remembered_method(client)
     known = known if known in chain else None
     probes = 0
+    disproved: set[str] = set()  # methods that got a refusal or an unusable reply while probing
     while known is None and todo and probes < max_probe:
         i = todo.pop(0)
         probes += 1
@@ -298,6 +303,9 @@ def ask_json(
                 known = method
                 _remember(client, method)
                 break
+            if last.recorded:  # this item failed in a batch: no verdict on the method, no fallback call
+                break
+            disproved.add(method)
             if last.infra and k < len(chain) - 1:
                 _uncount_probe_rejections(client, _failures(client) - failures_before)
             errors.append(last.answer.error)
@@ -307,7 +315,9 @@ def ask_json(
             last = _Attempt(last.answer._replace(error="; ".join(errors)), last.infra)
         out[i] = last.answer
     if todo:
-        method = known or chain[-1]
+        # Nothing known: when every probe was a recorded (batch) failure, nothing was disproved and
+        # the rest go out with the first method, as the batch sent them; else with the last one.
+        method = known or (chain[0] if probes and not disproved else chain[-1])
         done = remind(call(todo, method), method)
         for i, a in done.items():
             out[i] = a.answer

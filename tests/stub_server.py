@@ -64,6 +64,9 @@ class StubConfig:
     seed: int = 0
     # Refuse every `response_format` of type json_schema as llama.cpp's server does (HTTP 500).
     reject_json_schema: bool = False
+    # Answer a request with a `response_format` with a judge verdict {"reasoning", "verdict"} (0 or 1,
+    # from a hash of the prompt) instead of the echo, so judges get usable replies.
+    verdicts: bool = False
 
 
 def _prompt_of(body: dict[str, Any]) -> str:
@@ -87,12 +90,47 @@ def _fault_for(cfg: StubConfig, prompt: str, attempt: int) -> str | None:
 _STRENGTH = re.compile(r"\[\[strength_(-?\d+)\]\]")
 
 
-def _pairwise_verdict(cfg: StubConfig, model: str, prompt: str, a: int, b: int) -> str:
+def _pairwise_verdict(seed: int, model: str, prompt: str, a: int, b: int) -> str:
     """A pairwise judge with known preferences and noise (so a Bradley–Terry optimum is finite)."""
-    u = int.from_bytes(hashlib.sha256(f"{cfg.seed}|{model}|{prompt}".encode()).digest()[:4], "big") / 2**32
+    u = int.from_bytes(hashlib.sha256(f"{seed}|{model}|{prompt}".encode()).digest()[:4], "big") / 2**32
     p = 1.0 / (1.0 + math.exp(-(a - b) / 2.0))
     winner = "A" if u < 0.9 * p else "B" if u >= 0.9 * p + 0.1 else "tie"
     return json.dumps({"rationale": f"stub: strengths {a} vs {b}", "winner": winner})
+
+
+def answer_body(body: dict[str, Any], chat: bool, verdicts: bool = False, seed: int = 0) -> dict[str, Any]:
+    """The stub's successful answer to a request body (the server's, and the tests' batch executor's)."""
+    prompt = _prompt_of(body)
+    marks = set(_MARKER.findall(prompt))
+    answer = f"echo: {prompt}"
+    reasoning = None
+    strengths = _STRENGTH.findall(prompt)
+    if len(strengths) >= 2:  # a pairwise judge's prompt with answers A and B
+        answer = _pairwise_verdict(seed, str(body.get("model")), prompt, int(strengths[0]), int(strengths[1]))
+    elif verdicts and body.get("response_format"):
+        verdict = hashlib.sha256(prompt.encode()).digest()[0] % 2
+        answer = json.dumps({"reasoning": f"stub verdict on {len(prompt)} characters", "verdict": verdict})
+    elif "think" in marks:
+        answer = f"<think>pondering {prompt}</think>{answer}"
+    elif "reasoning" in marks:
+        reasoning = f"pondering {prompt}"
+    elif "reasoning_null" in marks:
+        reasoning, answer = f"pondering {prompt}", None
+    usage = {"prompt_tokens": len(prompt.split()), "completion_tokens": len((answer or "").split())}
+    usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+    if chat:
+        message: dict[str, Any] = {"role": "assistant", "content": answer}
+        if reasoning is not None:
+            message["reasoning_content"] = reasoning
+        choice: dict[str, Any] = {"index": 0, "message": message, "finish_reason": "stop"}
+    else:
+        choice = {"index": 0, "text": answer, "finish_reason": "stop"}
+    return {
+        "id": "stub", "object": "chat.completion" if chat else "text_completion",
+        "created": 0, "model": body.get("model"),
+        "choices": [] if "no_choices" in marks else [choice],
+        "usage": usage,
+    }
 
 
 def build_app(cfg: StubConfig):  # -> aiohttp.web.Application
@@ -143,32 +181,7 @@ def build_app(cfg: StubConfig):  # -> aiohttp.web.Application
         if "invalid_json" in marks or ("invalid_json_once" in marks and attempt == 0):
             return web.Response(text="<html>502 Bad Gateway</html>", content_type="application/json")
 
-        answer = f"echo: {prompt}"
-        reasoning = None
-        strengths = _STRENGTH.findall(prompt)
-        if len(strengths) >= 2:
-            answer = _pairwise_verdict(cfg, str(model), prompt, int(strengths[0]), int(strengths[1]))
-        if "think" in marks:
-            answer = f"<think>pondering {prompt}</think>{answer}"
-        elif "reasoning" in marks:
-            reasoning = f"pondering {prompt}"
-        elif "reasoning_null" in marks:
-            reasoning, answer = f"pondering {prompt}", None
-        usage = {"prompt_tokens": len(prompt.split()), "completion_tokens": len((answer or "").split())}
-        usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
-        if chat:
-            message: dict[str, Any] = {"role": "assistant", "content": answer}
-            if reasoning is not None:
-                message["reasoning_content"] = reasoning
-            choice: dict[str, Any] = {"index": 0, "message": message, "finish_reason": "stop"}
-        else:
-            choice = {"index": 0, "text": answer, "finish_reason": "stop"}
-        return web.json_response({
-            "id": "stub", "object": "chat.completion" if chat else "text_completion",
-            "created": 0, "model": model,
-            "choices": [] if "no_choices" in marks else [choice],
-            "usage": usage,
-        })
+        return web.json_response(answer_body(body, chat, cfg.verdicts, cfg.seed))
 
     async def models(request: web.Request) -> web.Response:
         return web.json_response({"object": "list", "data": [
