@@ -137,6 +137,8 @@ def report_identity(executed_notebook: Path, *, params_file: Path | None = None,
         model = " vs ".join(str(m) for m in (params.get("model_a"), params.get("model_b")) if m) or model
     if record.get("kind") == "judge_validation":  # judges measured, no model: name the judges
         model = f"{record.get('judge_kind', '')} judges {', '.join(record.get('judges') or [])}".strip()
+    elif record.get("kind") == "ranking":
+        model = ", ".join(str(m) for m in record.get("models") or []) or model
     return {"run_name": record.get("run_name") or params.get("run_name"), "notebook": notebook,
             "kind": record.get("kind"), "model": model,
             "num_fewshot": fewshot if isinstance(fewshot, int) and record.get("kind") != "summary" else None,

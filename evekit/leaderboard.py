@@ -12,11 +12,11 @@ import numpy as np
 import pandas as pd
 
 from evekit import stats
-from evekit.report import format_metric, headline, write_run_record
+from evekit.report import RUN_RECORD, format_metric, headline, read_run_record, write_run_record
 from evekit.server import DEMO_MODEL_NOTE, demo_judge_note, demo_judges, is_demo_model
 
 __all__ = ["Entry", "collect", "leaderboard", "leaderboard_wide", "paired_tests", "detectable_differences",
-           "usage_totals", "save_summary", "demo_model_note"]
+           "usage_totals", "save_summary", "demo_model_note", "rankings", "RANKING_COLUMNS"]
 
 _DECIMALS = 12
 
@@ -39,11 +39,48 @@ def collect(output_dir: Path, runs: list[str]) -> list[Entry]:
     entries = []
     for run in runs:
         for res_file in sorted((Path(output_dir) / run).glob("*/*/results.json")):
+            if _kind(res_file.parent) not in (None, "task"):
+                continue  # a ranking's results.json (outputs/<run>/ranking/<task>/) is not a task result
             res = json.loads(res_file.read_text())
             if res.get("kind") == "judge_validation" or "model" not in res or "task" not in res:
                 continue  # outputs/<run>/judge_validation/<kind>/: judges measured, no model result
             entries.append(Entry(run, res["model"], res["task"], res, res_file.parent))
     return entries
+
+
+def _kind(folder: Path) -> str | None:
+    """The kind of the run.json record in `folder` (None: no readable record)."""
+    try:
+        return read_run_record(folder / RUN_RECORD).kind
+    except (OSError, ValueError):
+        return None
+
+
+RANKING_COLUMNS = ["run", "task", "rank", "model", "rating", "ci_low", "ci_high", "style_rating", "style_ci_low",
+                   "style_ci_high", "n_battles", "judges", "folder"]
+
+
+def rankings(output_dir: Path, runs: list[str]) -> pd.DataFrame:
+    """The pooled Bradley–Terry ranking of every ranking notebook run of `runs`
+    (`<output_dir>/<run>/ranking/<task>/ratings.csv`): one row per run, task and model, best first."""
+    parts = []
+    for run in runs:
+        for ratings_csv in sorted((Path(output_dir) / run / "ranking").glob("*/ratings.csv")):
+            if _kind(ratings_csv.parent) != "ranking":
+                continue
+            df = pd.read_csv(ratings_csv)
+            judges = ", ".join(sorted(j for j in df["judge"].astype(str).unique() if j != "pooled"))
+            pooled = df[df["judge"] == "pooled"].sort_values(["rank", "rating"], ascending=[True, False])
+            task = ratings_csv.parent.name
+            try:
+                task = json.loads((ratings_csv.parent / "results.json").read_text()).get("task", task)
+            except (OSError, ValueError):
+                pass
+            parts.append(pooled.assign(run=run, task=task, judges=judges, folder=str(ratings_csv.parent)))
+    if not parts:
+        return pd.DataFrame(columns=RANKING_COLUMNS)
+    out = pd.concat(parts, ignore_index=True)
+    return out[[c for c in RANKING_COLUMNS if c in out.columns]].reset_index(drop=True)
 
 
 def _tidy(v: Any) -> Any:

@@ -196,7 +196,7 @@ def to_eee(results: dict[str, Any], *, dataset: str) -> dict[str, Any]:
 
 RUN_RECORD = "run.json"
 RUN_RECORD_SCHEMA = "evekit.run/1"
-RUN_KINDS = ("task", "win_rate", "summary", "judge_validation")
+RUN_KINDS = ("task", "win_rate", "ranking", "summary", "judge_validation")
 # Set by the batch runner around one papermill execution; the kernel inherits it, so each record
 # says which execution wrote it and the runner finds exactly that execution's outputs.
 EXECUTION_ENV = "EVEKIT_EXECUTION"
@@ -371,14 +371,15 @@ def write_index(run_dir: Path, batch_runs: "list[Path] | tuple[Path, ...]" = ())
             f"<td>{html.escape(_baseline_cell(res))}</td><td>{link}</td></tr>"
         )
     extra = []
-    # Judge validations, win-rate comparisons, then the summary (the order the batch runner runs them in).
-    order = {"judge_validation": 0, "win_rate": 1, "summary": 2}
+    # Judge validations, win-rate comparisons and rankings, then the summary (the order the batch runner runs them in).
+    order = {"judge_validation": 0, "win_rate": 1, "ranking": 1, "summary": 2}
     for record in sorted((r for r in records if r.kind != "task"), key=lambda r: (order.get(r.kind, 1), str(r.dir))):
-        label = {"summary": "summary leaderboard", "judge_validation": f"judge validation: {record.dir.name}"}.get(
-            record.kind, f"win rate: {record.dir.name}")
+        label = {"summary": "summary leaderboard", "judge_validation": f"judge validation: {record.dir.name}",
+                 "ranking": f"ranking: {record.dir.name}"}.get(record.kind, f"win rate: {record.dir.name}")
         note = (_win_rate_headline(record.dir / "summary.csv") if record.kind == "win_rate"
-                else _validation_headline(record.dir / "results.json") if record.kind == "judge_validation" else "")
-        if record.kind in ("win_rate", "judge_validation"):
+                else _validation_headline(record.dir / "results.json") if record.kind == "judge_validation"
+                else _ranking_headline(record.dir / "ratings.csv") if record.kind == "ranking" else "")
+        if record.kind in ("win_rate", "judge_validation", "ranking"):
             judges.update(_record_demo_judges(record))
         report = record.dir / "report.html"
         target = (f'<a href="{html.escape(str(report.relative_to(run_dir)))}">{html.escape(label)}</a>'
@@ -489,4 +490,17 @@ def _validation_headline(results_json: Path) -> str:
         kappa = format_metric({"value": vote["kappa"], "ci_low": vote["kappa_ci_low"], "ci_high": vote["kappa_ci_high"]})
         return f"(panel vote: accuracy {acc}, kappa {kappa}, n = {vote['n']} of {data['n_decisions']} decisions)"
     except Exception:  # a half-written or foreign file must not break the index
+        return ""
+
+
+def _ranking_headline(ratings_csv: Path) -> str:
+    """The pooled ranking: '(1. m1 1178 [1154, 1205]; 2. m2 ...)'."""
+    try:
+        df = pd.read_csv(ratings_csv)
+        pooled = df[df["judge"] == "pooled"].sort_values(["rank", "rating"], ascending=[True, False])
+        parts = [f"{int(r['rank'])}. {r['model']} {r['rating']:.0f}"
+                 + (f" [{r['ci_low']:.0f}, {r['ci_high']:.0f}]" if pd.notna(r["ci_low"]) else "")
+                 for _, r in pooled.iterrows()]
+        return f"(pooled Bradley–Terry ratings: {'; '.join(parts)})" if parts else ""
+    except Exception:  # a half-written or foreign table must not break the index
         return ""

@@ -255,6 +255,11 @@ seed = 1234''', "parameters"),
              "# the sentences above say what each row means; mdd '–': no difference is detectable at that n\n"
              "table = detectable[[\"task\", \"metric\", \"n\", \"mdd\"]].round(3)\n"
              "table.astype(object).where(table.notna(), \"–\")"),
+        new_markdown_cell("## Ranking\nWhen the run has a ranking notebook's output (`ranking/<task>/`): its "
+                          "pooled Bradley–Terry ratings on the Elo scale with 95% intervals over questions; rank = 1 + "
+                          "the number of models whose interval lies entirely above."),
+        code("ranked = lb.rankings(resolve_path(output_dir), [run_name, *compare_runs])\n"
+             "ranked.drop(columns=\"folder\").round(1) if len(ranked) else print(\"No ranking in these runs.\")"),
         new_markdown_cell("## Usage\nRequests sent, cache hits, tokens and seconds per run."),
         code("# NBVAL_IGNORE_OUTPUT\n# (wall seconds differ from run to run)\nusage = lb.usage_totals(entries)\nusage"),
         code("out = lb.save_summary(resolve_path(output_dir) / run_name / \"summary\", board, tests, usage, figure,\n"
@@ -327,6 +332,105 @@ def build_judge_validation() -> nbformat.NotebookNode:
     return nb
 
 
+# The ranking notebook's demo: the recorded open_ended runs of the embedded model, zero-shot, five-shot
+# and zero-shot at temperature 0.7 (copied to tests/fixtures/ by scripts/record_notebooks.py).
+RANKING_DEMO = dict(
+    models=[{"name": "smollm2-0shot", "file": "tests/fixtures/win_rate/open_ended_0shot.csv"},
+            {"name": "smollm2-5shot", "file": "tests/fixtures/win_rate/open_ended_5shot.csv"},
+            {"name": "smollm2-0shot-t0.7", "file": "tests/fixtures/ranking/open_ended_t07.csv"}],
+    judges=DEMO_JUDGES, concurrency=4, cache_dir="tests/fixtures/recorded_cache", run_name="recorded")
+
+
+def ranking_parameters_cell(values: dict) -> str:
+    """The ranking notebook's parameters: one line per RankingConfig field, its demo value or default."""
+    from dataclasses import fields
+
+    from evekit.ranking_run.config import RankingConfig
+
+    unknown = set(values) - set(RankingConfig.names())
+    if unknown:
+        raise ValueError(f"not RankingConfig parameters: {sorted(unknown)}")
+    lines = [HEADER]
+    for f in fields(RankingConfig):
+        value = values[f.name] if f.name in values else f.default
+        if value is MISSING:
+            raise ValueError(f"ranking notebook: {f.name} has no default; give it a demo value")
+        first, *rest = f"{f.name} = {literal(value)}".split("\n")
+        comment = f.metadata.get("help")
+        if comment:
+            first = f"{first:<{COMMENT_COLUMN - 1}} # {comment}" if len(first) < COMMENT_COLUMN - 1 else f"{first}  # {comment}"
+        lines += [first, *rest]
+    return "\n".join(lines)
+
+
+def build_ranking() -> nbformat.NotebookNode:
+    cells = [
+        new_markdown_cell(
+            "# Ranking many models: Bradley–Terry ratings from a panel of LLM judges\n\n"
+            "LLM judges compare the answers of several models to the same Earth-Observation questions, two at a "
+            "time, and say which is better (or that it is a tie). Each decision is a *battle*; the battles become "
+            "one rating per model by **Bradley–Terry** maximum likelihood (a tie is half a win; every decision "
+            "counts once), on the Elo scale: +400 points means ten times the odds of winning; the mean rating is "
+            "1000, or the `baseline`'s rating is 1000 when one is set. Intervals: 95%, by bootstrap over "
+            "**questions** (battles on one question are correlated). **Rank** = 1 + the number of models whose "
+            "interval lies entirely above (Chatbot Arena's rule), so models the data cannot separate share a rank. "
+            "A **style-controlled** rating adds the answers' length difference to the model (as Arena-Hard does): "
+            "a model that wins only by writing more drops there.\n\n"
+            "Every judge is fitted alone and all together (*pooled*); Kendall's τ says how far the judges agree "
+            "on the order. With `both_orders=True` each pair is judged both ways round; `max_pairs_per_question` "
+            "judges only k pairs per question to keep many models affordable (the cost is printed before any call).\n\n"
+            "Run it top to bottom in JupyterLab, or in batch: "
+            "`papermill notebooks/ranking.ipynb out.ipynb -f params/demo/ranking.yaml`. The default parameters "
+            "rank three runs of the tiny SmolLM2-135M demo model judged by itself: they show that the pipeline "
+            "works and are not a finding about any model."),
+        code(ranking_parameters_cell(RANKING_DEMO), "parameters"),
+        code("import pandas as pd\nfrom IPython.display import Markdown\n\nfrom evekit.ranking_run import RankingRun\n\n"
+             "pd.set_option(\"display.max_colwidth\", 160)\nrun = RankingRun.from_notebook(globals())\n"
+             "if run.demo_note:\n    print(run.demo_note)\nrun.setup_table()"),
+        new_markdown_cell("## Matching the models' answers\n\nRows are matched by question (whitespace-normalised) "
+                          "across the files. A model whose generation failed on a question sits that question out "
+                          "(an infrastructure failure says nothing about the model); a question needs at least two "
+                          "models with an answer. `limit` keeps the first N questions."),
+        code("run.load()"),
+        code("left_out = run.left_out_table()\n"
+             "left_out if len(left_out) else Markdown(\"Every row of every file is ranked on.\")"),
+        new_markdown_cell("## Judging\n\nFirst the cost: the number of judge calls, before any is made. Then each "
+                          "judge sees the question, the reference answer and two answers (who is shown first is "
+                          "random, fixed by `seed`), and replies with a rationale and a winner (`A`, `B` or `tie`). "
+                          "A reply that is not one of these leaves the battle without a winner: it is counted and "
+                          "excluded, never a tie or a loss. Identical answers are a tie without a call."),
+        code("plan = run.plan()"),
+        code("# NBVAL_IGNORE_OUTPUT\nrun.judge()"),
+        code("run.counts()"),
+        new_markdown_cell("## Ratings\n\nAll judges pooled. *battles*: the decisions with a verdict that the model "
+                          "took part in. With a baseline: each model's predicted chance of beating it (ties half)."),
+        code("run.rate()"),
+        new_markdown_cell("## Do the judges agree?\n\nEach judge's ranking (rank · rating [95% CI]) beside the pooled "
+                          "one, and Kendall's τ between every two judges' ratings (1: the same order, −1: reversed; "
+                          "with few models its p-value cannot be small). A note follows when two judges order two "
+                          "models oppositely although the pooled intervals of those models do not overlap."),
+        code("run.judges_table()"),
+        code("run.judge_agreement()"),
+        new_markdown_cell("## Can these judges be trusted?\n\nWhen `judge_validation` names the results of the "
+                          "judge-validation notebook, the judges' accuracy against expert labels is shown here."),
+        code("run.judge_validation_table()"),
+        new_markdown_cell("## Plots\n\nRatings with their intervals (and the style-controlled ones); the win "
+                          "probabilities the pooled ratings predict for every pair; each judge's ratings side by side."),
+        code("run.plots()"),
+        new_markdown_cell("## What the judges said\n\nA few decisions with the judge's rationale (`model_a`: the model "
+                          "whose answer was shown first)."),
+        code("run.rationales(5)"),
+        new_markdown_cell("## Save\n\n`battles.csv` (every judge decision), `ratings.csv` (per judge and pooled), "
+                          "`left_out.csv`, `kendall_tau.csv`, `results.json` and the plots, in "
+                          "`outputs/<run_name>/ranking/<task>/`."),
+        code("saved = run.save()"),
+    ]
+    nb = new_notebook(cells=cells)
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.metadata["language_info"] = {"name": "python"}
+    return nb
+
+
 def main() -> int:
     only = set(sys.argv[1:])
     if not only or "judge_validation" in only:
@@ -335,6 +439,9 @@ def main() -> int:
     if not only or "summary" in only:
         nbformat.write(build_summary(), ROOT / "notebooks" / "summary.ipynb")
         print("wrote notebooks/summary.ipynb")
+    if not only or "ranking" in only:
+        nbformat.write(build_ranking(), ROOT / "notebooks" / "ranking.ipynb")
+        print("wrote notebooks/ranking.ipynb")
     if not only or "custom_task" in only:
         nbformat.write(build_custom(), ROOT / "notebooks" / "custom_task.ipynb")
         print("wrote notebooks/custom_task.ipynb")

@@ -10,7 +10,8 @@
    mcqa_single_answer with `scoring: both`);
 2. exports that cache as the reviewable `tests/fixtures/recorded_cache/recorded.jsonl` (the folder is
    emptied first: parity.jsonl, the parity variants recorded before this script ran them, goes), copies the two
-   open_ended sample files the win-rate notebook compares to `tests/fixtures/win_rate/`;
+   open_ended sample files the win-rate notebook compares to `tests/fixtures/win_rate/` and the third one
+   the ranking notebook ranks with them (zero-shot at temperature 0.7) to `tests/fixtures/ranking/`;
 3. re-executes every notebook with its defaults (offline replay from that recording) and writes it
    back into notebooks/ with its outputs. `pytest --nbval notebooks/` then re-runs them and compares.
 
@@ -34,6 +35,7 @@ from evekit.tasks import TASKS as CATALOGUE  # noqa: E402
 
 CACHE = ROOT / "tests" / "fixtures" / "recorded_cache"
 WIN_RATE_FIXTURES = ROOT / "tests" / "fixtures" / "win_rate"
+RANKING_FIXTURES = ROOT / "tests" / "fixtures" / "ranking"
 TASKS = list(CATALOGUE)  # every task of the catalogue has a notebook
 RECORDED = ROOT / "outputs" / "recorded"
 
@@ -91,12 +93,18 @@ def main() -> int:
                 run_name="recorded-parity")
         execute("mcqa_single_answer", scratch / "mcqa_single_answer.logprobs.ipynb", offline=False, base_url=url,
                 scoring="both", run_name="recorded-parity")
+        # The third configuration the ranking notebook ranks (params/demo/open_ended.t07.yaml).
+        execute("open_ended", scratch / "open_ended.t07.ipynb", offline=False, base_url=url,
+                judges=judges_at(url, nb), temperature=0.7, run_name="recorded-t07")
         WIN_RATE_FIXTURES.mkdir(parents=True, exist_ok=True)
-        for run, shots in (("recorded", "0shot"), ("recorded-5shot", "5shot")):
-            shutil.copy(ROOT / "outputs" / run / "smollm2-135m-instruct" / "open_ended" / "samples.csv",
-                        WIN_RATE_FIXTURES / f"open_ended_{shots}.csv")
-        nb = ROOT / "notebooks" / "win_rate.ipynb"
-        execute("win_rate", scratch / "win_rate.ipynb", offline=False, judges=judges_at(url, nb))
+        RANKING_FIXTURES.mkdir(parents=True, exist_ok=True)
+        for run, target in (("recorded", WIN_RATE_FIXTURES / "open_ended_0shot.csv"),
+                            ("recorded-5shot", WIN_RATE_FIXTURES / "open_ended_5shot.csv"),
+                            ("recorded-t07", RANKING_FIXTURES / "open_ended_t07.csv")):
+            shutil.copy(ROOT / "outputs" / run / "smollm2-135m-instruct" / "open_ended" / "samples.csv", target)
+        for name in ("win_rate", "ranking"):
+            nb = ROOT / "notebooks" / f"{name}.ipynb"
+            execute(name, scratch / f"{name}.ipynb", offline=False, judges=judges_at(url, nb))
     export_cache(CACHE, CACHE / "recorded.jsonl")
     for leftover in CACHE.glob("cache.sqlite*"):
         leftover.unlink()

@@ -24,6 +24,9 @@ Per-prompt behaviour is selected with a marker anywhere in the prompt, e.g. "[[t
                      alternatives are these tokens with these probabilities (most probable first; the
                      answer is the first); without the marker the answer token "echo" has logprob 0
   [[no_logprobs]]    never send log-probabilities, even when asked (as servers that ignore the field)
+  [[strength_N]]     twice in a prompt (a pairwise judge's answers A and B): a JSON verdict
+                     {"rationale", "winner"}; A wins with probability 0.9 * sigmoid((N_A - N_B) / 2),
+                     B with 0.9 * (1 - that), else a tie, drawn from a hash of seed, model and prompt
 
 Usage from Python::
 
@@ -42,6 +45,7 @@ import argparse
 import asyncio
 import hashlib
 import json
+import math
 import re
 import subprocess
 import sys
@@ -118,13 +122,27 @@ def _fault_for(cfg: StubConfig, prompt: str, attempt: int) -> str | None:
     return cfg.faults[h[4] % len(cfg.faults)]
 
 
-def answer_body(body: dict[str, Any], chat: bool, verdicts: bool = False) -> dict[str, Any]:
+_STRENGTH = re.compile(r"\[\[strength_(-?\d+)\]\]")
+
+
+def _pairwise_verdict(seed: int, model: str, prompt: str, a: int, b: int) -> str:
+    """A pairwise judge with known preferences and noise (so a Bradley–Terry optimum is finite)."""
+    u = int.from_bytes(hashlib.sha256(f"{seed}|{model}|{prompt}".encode()).digest()[:4], "big") / 2**32
+    p = 1.0 / (1.0 + math.exp(-(a - b) / 2.0))
+    winner = "A" if u < 0.9 * p else "B" if u >= 0.9 * p + 0.1 else "tie"
+    return json.dumps({"rationale": f"stub: strengths {a} vs {b}", "winner": winner})
+
+
+def answer_body(body: dict[str, Any], chat: bool, verdicts: bool = False, seed: int = 0) -> dict[str, Any]:
     """The stub's successful answer to a request body (the server's, and the tests' batch executor's)."""
     prompt = _prompt_of(body)
     marks = set(_MARKER.findall(prompt))
     answer = f"echo: {prompt}"
     reasoning = None
-    if verdicts and body.get("response_format"):
+    strengths = _STRENGTH.findall(prompt)
+    if len(strengths) >= 2:  # a pairwise judge's prompt with answers A and B
+        answer = _pairwise_verdict(seed, str(body.get("model")), prompt, int(strengths[0]), int(strengths[1]))
+    elif verdicts and body.get("response_format"):
         verdict = hashlib.sha256(prompt.encode()).digest()[0] % 2
         answer = json.dumps({"reasoning": f"stub verdict on {len(prompt)} characters", "verdict": verdict})
     elif "think" in marks:
@@ -214,7 +232,7 @@ def build_app(cfg: StubConfig):  # -> aiohttp.web.Application
         if "invalid_json" in marks or ("invalid_json_once" in marks and attempt == 0):
             return web.Response(text="<html>502 Bad Gateway</html>", content_type="application/json")
 
-        return web.json_response(answer_body(body, chat, cfg.verdicts))
+        return web.json_response(answer_body(body, chat, cfg.verdicts, cfg.seed))
 
     async def models(request: web.Request) -> web.Response:
         return web.json_response({"object": "list", "data": [

@@ -148,7 +148,7 @@ def test_run_record_schema(tmp_path):
     assert {"kind", "notebook", "run_name", "output_dir", "files", "created"} <= set(data)
     assert data["files"] == ["a.csv"] and data["model_a"] == "a"       # None: every file there but report/run.json
     assert read_run_record(path).details["model_a"] == "a"
-    assert RUN_KINDS == ("task", "win_rate", "summary", "judge_validation")
+    assert RUN_KINDS == ("task", "win_rate", "ranking", "summary", "judge_validation")
     with pytest.raises(ValueError, match="use one of"):
         write_run_record(tmp_path, kind="other", notebook="n", run_name="r")
 

@@ -1,0 +1,241 @@
+"""One ranking run, step by step, for the ranking notebook (the shape of `WinRateRun`)::
+
+    run = RankingRun.from_notebook(globals())   # parameters, validated
+    run.setup_table()                           # who is ranked, who judges
+    run.load()                                  # read the files, match questions across models
+    run.left_out_table()                        # rows left out, with the reason
+    run.plan()                                  # which pairs on which question; the judge calls, printed
+    run.judge()                                 # the pairwise panel -> battles (cached, concurrent)
+    run.rate()                                  # Bradley–Terry ratings, pooled and per judge
+    run.judges_table(); run.judge_agreement()   # per-judge rankings, Kendall's tau, disagreements
+    run.plots()                                 # forest plot, win probabilities, rankings per judge
+    run.save()                                  # battles.csv, ratings.csv, results.json, plots, run.json
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from evekit import ranking as R
+from evekit.errors import DataError
+from evekit.judges import JudgePanel
+from evekit.ranking_run import battles as B
+from evekit.ranking_run import views
+from evekit.ranking_run.config import RankingConfig
+from evekit.server import DEMO_MODEL_NOTE, is_demo_model
+
+__all__ = ["RankingRun"]
+
+
+class RankingRun:
+    """The parameters, the matched answers, the battles and the ratings of one notebook run.
+
+    `clients` (judge name -> an object with `.generate(requests, desc)` and `.usage`) replaces the
+    judges' ModelClients, for tests.
+    """
+
+    def __init__(self, config: RankingConfig, clients: dict[str, Any] | None = None) -> None:
+        self.config = config
+        self.clients = clients
+        self.matched: B.Matched | None = None
+        self.pairs: pd.DataFrame | None = None
+        self.call_plan: dict[str, Any] = {}
+        self.battles: pd.DataFrame | None = None
+        self.ratings: pd.DataFrame | None = None
+        self.usage: dict[str, dict[str, Any]] = {}
+        self.notes: list[str] = []
+        self.seconds = 0.0
+
+    @classmethod
+    def from_notebook(cls, namespace: dict[str, Any]) -> "RankingRun":
+        """Pick the parameter names out of a notebook's globals() and validate them."""
+        return cls(RankingConfig.from_notebook(namespace))
+
+    @classmethod
+    def from_params(cls, clients: dict[str, Any] | None = None, **params: Any) -> "RankingRun":
+        """From keyword parameters (scripts and tests)."""
+        return cls(RankingConfig.from_dict(params), clients)
+
+    # ------------------------------------------------------------------ before judging
+    @property
+    def demo_note(self) -> str | None:
+        """The tiny-model caveat when the embedded model answers or judges."""
+        c = self.config
+        names = [m.name for m in c.model_specs] + [m.file for m in c.model_specs] + [j.model for j in c.judge_specs]
+        return DEMO_MODEL_NOTE if any(is_demo_model(n) for n in names) else None
+
+    def setup_table(self) -> pd.DataFrame:
+        """Who is ranked and who judges: one row per model and per judge (no secrets)."""
+        c = self.config
+        rows = [{"role": "baseline" if m.name == c.baseline else "model", "name": m.name, "source": m.file,
+                 "endpoint": "", "temperature": ""} for m in c.model_specs]
+        rows += [{"role": "judge", "name": j.name, "source": j.model, "endpoint": j.base_url,
+                  "temperature": c.temperature if j.temperature is None else j.temperature} for j in c.judge_specs]
+        return pd.DataFrame(rows)
+
+    def load(self) -> pd.DataFrame:
+        """Read every model's file and match the questions; returns rows read and usable per model."""
+        self.matched = B.match_models(self.config.model_specs, limit=self.config.limit)
+        m = self.matched
+        table = m.read.copy()
+        table["questions_ranked_on"] = [int(m.answers[n].notna().sum()) for n in table["model"]]
+        for note in m.notes + ([f"{m.n_over_limit} more matched question(s) beyond limit={self.config.limit} "
+                                "are not judged"] if m.n_over_limit else []):
+            print(note)
+        return table
+
+    def left_out_table(self) -> pd.DataFrame:
+        """Every row not ranked on, with the reason (a failed generation, no other model's answer)."""
+        return self._matched().left_out
+
+    def plan(self) -> dict[str, Any]:
+        """Choose the pairs per question and print the number of judge calls before any is made."""
+        c = self.config
+        m = self._matched()
+        self.pairs = B.plan_pairs(m, max_pairs_per_question=c.max_pairs_per_question, seed=c.seed,
+                                  both_orders=c.both_orders)
+        self.call_plan = B.call_plan(m, self.pairs, len(c.judge_specs), both_orders=c.both_orders,
+                                     max_pairs_per_question=c.max_pairs_per_question)
+        print(views.plan_text(self.call_plan))
+        return self.call_plan
+
+    # ------------------------------------------------------------------ judging and rating
+    def judge(self) -> pd.DataFrame:
+        """Every planned decision by every judge -> `battles`; returns the usage per judge."""
+        c = self.config
+        if self.pairs is None:
+            self.plan()
+        panel = JudgePanel(c.judge_specs, "pairwise", concurrency=c.concurrency, timeout=c.timeout,
+                           max_retries=c.max_retries, cache_dir=c.cache_path, offline=c.offline,
+                           temperature=c.temperature, max_tokens=c.max_tokens, clients=self.clients)
+        start = time.perf_counter()
+        try:
+            self.battles = B.judge_battles(self._matched(), self.pairs, panel)
+            self.usage = panel.usage_by_judge()
+        finally:
+            if self.clients is None:
+                panel.close()
+        self.seconds = time.perf_counter() - start
+        table = pd.DataFrame.from_dict(self.usage, orient="index")
+        counts = [col for col in table.columns if col != "seconds"]
+        table[counts] = table[counts].fillna(0).astype(int)  # counts as counts (26, not 26.0)
+        return table
+
+    def counts(self) -> pd.DataFrame:
+        """Per judge and pooled: battles, usable, ties, and those without a verdict (excluded)."""
+        return R.battle_counts(self._battles())
+
+    def rate(self) -> pd.DataFrame:
+        """Bradley–Terry ratings (pooled, then each judge alone) with question-bootstrap intervals and
+        the style-controlled variant; returns the pooled ratings for reading. A judge whose battles
+        cannot be fitted (too few verdicts, models that never met) gets a note instead of rows."""
+        c = self.config
+        battles = self._battles()
+        self.notes = []
+        parts = [R.rate(battles, baseline=c.baseline, n_boot=c.n_boot, seed=c.seed, per_judge=False)]
+        for judge in sorted(battles["judge"].astype(str).unique()):
+            try:
+                part = R.rate(battles[battles["judge"] == judge], baseline=c.baseline, n_boot=c.n_boot,
+                              seed=c.seed, per_judge=False)
+            except DataError as exc:
+                self.notes.append(f"judge {judge}: no rating of its own ({exc})")
+                continue
+            parts.append(part.assign(judge=judge))
+        self.ratings = pd.concat(parts, ignore_index=True)
+        self.ratings.attrs.update(parts[0].attrs)
+        return views.ratings_view(self.ratings)
+
+    def judges_table(self) -> pd.DataFrame:
+        """Each judge's 'rank · rating [CI]' beside the pooled one."""
+        return views.judges_view(self._rated())
+
+    def judge_agreement(self) -> pd.DataFrame:
+        """Kendall's tau between every two judges' rankings; prints the judges' disagreements on
+        models whose pooled intervals do not overlap."""
+        ratings = self._rated()
+        tau = R.kendall_tau_between_judges(ratings)
+        for note in self.notes + self.disagreements():
+            print(note)
+        if tau.empty:
+            print("One judge with its own ratings: no agreement between judges to show.")
+        return tau
+
+    def disagreements(self) -> list[str]:
+        return R.judge_disagreements(self._rated())
+
+    def judge_validation_table(self) -> Any:
+        """The judges' validation (accuracy against expert labels) when `judge_validation` names a
+        results.json; the display is wired by the judge-validation module."""
+        path = self.config.judge_validation
+        if path is None:
+            print("No judge_validation given: how far these judges can be trusted is not shown.")
+            return None
+        print(f"Judge validation: {path}")
+        return None
+
+    def plots(self) -> None:
+        """Show the three plots (save() writes them as PNG)."""
+        import matplotlib.pyplot as plt
+        from IPython.display import display
+
+        for make in views.PLOTS.values():
+            fig = make(self._rated())
+            display(fig)
+            plt.close(fig)
+
+    def rationales(self, n: int = 5) -> pd.DataFrame:
+        """A few judged decisions with the judge's rationale (sampled with the run's seed)."""
+        return views.sample_rationales(self._battles(), n=n, seed=self.config.seed)
+
+    # ------------------------------------------------------------------ saving
+    def results(self) -> dict[str, Any]:
+        """What results.json holds."""
+        c, ratings, battles = self.config, self._rated(), self._battles()
+        counts = R.battle_counts(battles)
+        pooled = ratings[ratings["judge"] == R.POOLED]
+        return {
+            "task": c.task, "models": [m.name for m in c.model_specs], "baseline": c.baseline,
+            "judges": [j.name for j in c.judge_specs], "n_questions": len(self._matched().questions),
+            "n_battles": len(battles), "n_failed": int(counts.set_index("judge").at[R.POOLED, "excluded"]),
+            "method": {"model": "Bradley–Terry, maximum likelihood (scipy), ties half a win, each battles.csv "
+                                "row once", "scale": "Elo: 400 log10 odds, " +
+                                ("baseline = 1000" if c.baseline else "mean = 1000"),
+                       "interval": f"percentile bootstrap over questions, {c.n_boot} resamples, seed {c.seed}",
+                       "rank": "1 + the number of models whose interval lies entirely above",
+                       "style": "normalised answer-length difference as a covariate"},
+            "ratings": pooled.drop(columns="judge").to_dict(orient="records"),
+            "ratings_by_judge": {j: g.drop(columns="judge").to_dict(orient="records")
+                                 for j, g in ratings[ratings["judge"] != R.POOLED].groupby("judge")},
+            "counts": counts.to_dict(orient="records"),
+            "undefined_resamples": ratings.attrs.get("undefined_resamples", {}),
+            "kendall_tau": R.kendall_tau_between_judges(ratings).to_dict(orient="records"),
+            "disagreements": self.disagreements(), "notes": self.notes + self._matched().notes,
+            "plan": self.call_plan, "usage": self.usage, "seconds": self.seconds,
+            "demo_model_note": self.demo_note, "params": c.as_dict(),
+        }
+
+    def save(self) -> Path:
+        """Write outputs/<run_name>/ranking/<task>/ and print where."""
+        c = self.config
+        matched = self._matched()
+        return views.save_outputs(
+            c.out_dir, battles=self._battles(), ratings=self._rated(), record=self.results(),
+            run_name=c.run_name, task=c.task, models=matched.models,
+            extra_tables={"left_out.csv": matched.left_out,
+                          "kendall_tau.csv": R.kendall_tau_between_judges(self._rated())})
+
+    # ------------------------------------------------------------------ guards
+    def _matched(self) -> B.Matched:
+        assert self.matched is not None, "run load() first"
+        return self.matched
+
+    def _battles(self) -> pd.DataFrame:
+        assert self.battles is not None, "run judge() first"
+        return self.battles
+
+    def _rated(self) -> pd.DataFrame:
+        assert self.ratings is not None, "run rate() first"
+        return self.ratings
