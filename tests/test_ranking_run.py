@@ -303,10 +303,10 @@ def test_parameters_cell_is_generated_from_ranking_config_and_committed():
     assert values["limit"] is None                              # the default is every question
 
 
-def test_batch_runs_ranking_after_win_rate_and_before_summary():
+def test_batch_runs_ranking_with_win_rate_after_the_tasks_and_before_summary():
     files = [Path(p) for p in ("summary.yaml", "ranking.yaml", "win_rate.yaml", "open_ended.t07.yaml")]
-    assert [f.name for f in batch.run_order(files)] == [
-        "open_ended.t07.yaml", "win_rate.yaml", "ranking.yaml", "summary.yaml"]
+    assert [[f.name for f in phase] for phase in batch.phases(files)] == [
+        ["open_ended.t07.yaml"], ["ranking.yaml", "win_rate.yaml"], ["summary.yaml"]]
 
 
 def test_demo_parameter_files_name_the_three_open_ended_runs():
