@@ -169,6 +169,7 @@ class EmbeddedServer:
             "--ctx-size", str(self.n_ctx * self.n_parallel),
             "--threads", str(self.n_threads),
             "--threads-batch", str(self.n_threads),
+            "--cache-ram", "512",             # prompt cache in MiB; the default (8 GiB) is a lot on a shared box
         ]
 
     def start(self) -> "EmbeddedServer":
