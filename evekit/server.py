@@ -1,12 +1,16 @@
-"""The embedded default model: llama.cpp's own OpenAI-compatible server serving SmolLM2-135M-Instruct.
+"""The embedded default model: llama.cpp's own `llama-server` serving SmolLM2-135M-Instruct.
 
 It is a real model over real HTTP, the same path a user's vLLM or hosted endpoint takes, and it
 needs no key and no internet. It is tiny and answers badly: its scores are never a finding.
 
-    with EmbeddedServer() as server:          # starts, waits for /v1/models, always stops
+    with EmbeddedServer() as server:          # starts, waits for /health, always stops
         client = ModelClient(server.model, server.base_url)
 
-`evekit serve` does the same from a shell and stops cleanly on Ctrl-C.
+`llama-server` runs `n_parallel` slots with continuous batching, so concurrent requests are
+decoded together instead of queueing. The binary is built from source once by
+`scripts/build_llama_server.py` (the Makefile runs it) into the environment's `bin/`;
+`EVEKIT_LLAMA_SERVER` names another one. `evekit serve` does the same from a shell and stops
+cleanly on Ctrl-C.
 """
 from __future__ import annotations
 
@@ -14,10 +18,12 @@ import contextlib
 import importlib.util
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import time
 import urllib.error
@@ -29,6 +35,8 @@ from evekit.errors import ServerError
 MODEL_NAME = "smollm2-135m-instruct"
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 MODEL_PATH_ENV = "EVEKIT_MODEL_PATH"
+SERVER_BINARY_ENV = "EVEKIT_LLAMA_SERVER"
+SERVER_BINARY = "llama-server"
 
 DEMO_MODEL_NOTE = (
     "The embedded demo model (SmolLM2-135M-Instruct, 4-bit) is tiny: its scores show that the "
@@ -80,6 +88,28 @@ def default_model_path() -> Path:
     return Path(list(spec.submodule_search_locations)[0]) / GGUF_FILE
 
 
+def llama_server_binary() -> Path:
+    """The `llama-server` to run: `EVEKIT_LLAMA_SERVER`, else this environment's `bin/`, else PATH."""
+    override = os.environ.get(SERVER_BINARY_ENV)
+    if override:
+        path = Path(override)
+        if not (path.is_file() and os.access(path, os.X_OK)):
+            raise ServerError(f"{SERVER_BINARY_ENV}={override} is not an executable file")
+        return path
+    scripts = sysconfig.get_path("scripts")
+    for candidate in ([Path(scripts) / SERVER_BINARY] if scripts else []):
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return candidate
+    found = shutil.which(SERVER_BINARY)
+    if found:
+        return Path(found)
+    raise ServerError(
+        "llama.cpp's llama-server is not installed: run `make serve` (or `make demo`), which builds it "
+        "once from source, or `python scripts/build_llama_server.py`; "
+        f"or set {SERVER_BINARY_ENV} to a llama-server binary."
+    )
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
@@ -106,10 +136,12 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child before e
 
 
 class EmbeddedServer:
-    """Start llama.cpp's server on a free loopback port; stop it on exit, whatever happened.
+    """Start llama.cpp's `llama-server` on a free loopback port; stop it on exit, whatever happened.
 
-    Raises `ServerError` with a clear message when the model file is missing, the port is in
-    use, the server exits early, or it does not answer `/v1/models` within `ready_timeout`.
+    `n_ctx` is the context of one request; the server gets `n_ctx * n_parallel` tokens of KV cache
+    so each of its `n_parallel` slots has a full window. Raises `ServerError` with a clear message
+    (naming the log file) when the model file or the binary is missing, the port is in use, the
+    server exits early, or it does not answer `/health` within `ready_timeout`.
     """
 
     def __init__(
@@ -121,6 +153,7 @@ class EmbeddedServer:
         model_name: str = MODEL_NAME,
         n_ctx: int = 8192,
         n_threads: int | None = None,
+        n_parallel: int = 4,
         ready_timeout: float = 120.0,
         log_file: str | Path | None = None,
     ) -> None:
@@ -131,6 +164,9 @@ class EmbeddedServer:
         self.model = model_name
         self.n_ctx = n_ctx
         self.n_threads = n_threads or max(1, os.cpu_count() or 1)
+        if n_parallel < 1:
+            raise ValueError(f"EmbeddedServer: n_parallel must be at least 1, got {n_parallel}")
+        self.n_parallel = n_parallel
         self.ready_timeout = ready_timeout
         self.log_file = Path(log_file) if log_file else None
         self.process: subprocess.Popen[bytes] | None = None
@@ -144,33 +180,33 @@ class EmbeddedServer:
 
     def command(self, model_path: Path, port: int) -> list[str]:
         return [
-            sys.executable, "-m", "llama_cpp.server",
+            str(llama_server_binary()),
             "--model", str(model_path),
-            "--model_alias", self.model,
+            "--alias", self.model,            # the id /v1/models reports and requests name
             "--host", self.host,
             "--port", str(port),
-            "--n_ctx", str(self.n_ctx),
-            "--n_threads", str(self.n_threads),
+            "--parallel", str(self.n_parallel),
+            "--ctx-size", str(self.n_ctx * self.n_parallel),
+            "--threads", str(self.n_threads),
+            "--threads-batch", str(self.n_threads),
+            "--cache-ram", "512",             # prompt cache in MiB; the default (8 GiB) is a lot on a shared box
         ]
 
     def start(self) -> "EmbeddedServer":
         model_path = self.model_path or default_model_path()
         if not model_path.is_file():
             raise ServerError(f"model file not found: {model_path}")
-        if importlib.util.find_spec("llama_cpp") is None:
-            raise ServerError(
-                "llama-cpp-python is not installed: run `pip install -e '.[local]'` (or `make demo`)"
-            )
         port = self.requested_port or free_port(self.host)
         if not port_is_free(port, self.host):
             raise ServerError(f"port {port} on {self.host} is already in use; choose another with --port")
+        command = self.command(model_path, port)  # finds the binary, or says how to build it
         if self.log_file is None:
             fd, name = tempfile.mkstemp(prefix="evekit-server-", suffix=".log")
             os.close(fd)
             self.log_file = Path(name)
         self._log_handle = open(self.log_file, "wb")
         self.process = subprocess.Popen(
-            self.command(model_path, port),
+            command,
             stdout=self._log_handle,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
@@ -193,8 +229,10 @@ class EmbeddedServer:
         return "\n".join(text.strip().splitlines()[-lines:])
 
     def _wait_ready(self) -> None:
+        """Poll /health (503 while the model loads, 200 once it serves), then check the model id."""
         deadline = time.monotonic() + self.ready_timeout
-        url = f"http://{self.host}:{self.port}/v1/models"
+        root = f"http://{self.host}:{self.port}"
+        url = f"{root}/health"
         while time.monotonic() < deadline:
             assert self.process is not None
             code = self.process.poll()
@@ -205,16 +243,28 @@ class EmbeddedServer:
                 )
             try:
                 with urllib.request.urlopen(url, timeout=2) as response:
-                    models = json.load(response)
-                if any(m.get("id") == self.model for m in models.get("data", [])):
-                    return
+                    healthy = response.status == 200
             except (urllib.error.URLError, OSError, ValueError):
-                pass
+                healthy = False
+            if healthy:
+                self._check_model(f"{root}/v1/models")
+                return
             time.sleep(0.25)
         raise ServerError(
             f"the embedded server did not answer {url} within {self.ready_timeout:.0f} s "
             f"(log: {self.log_file}):\n{self._log_tail()}"
         )
+
+    def _check_model(self, url: str) -> None:
+        """A healthy server must serve the model under the stable name: cache keys and notebooks use it."""
+        try:
+            with urllib.request.urlopen(url, timeout=10) as response:
+                models = json.load(response)
+        except (urllib.error.URLError, OSError, ValueError) as exc:
+            raise ServerError(f"the embedded server is healthy but {url} failed: {exc} (log: {self.log_file})") from exc
+        ids = [m.get("id") for m in models.get("data", [])]
+        if self.model not in ids:
+            raise ServerError(f"the embedded server serves {ids}, not {self.model!r} (log: {self.log_file})")
 
     def stop(self, grace: float = 10.0) -> None:
         process, self.process = self.process, None

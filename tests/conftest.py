@@ -1,21 +1,27 @@
 """Shared fixtures. `embedded_server` starts the real llama.cpp server once per test session."""
 from __future__ import annotations
 
-import importlib.util
-
 import pytest
 
 
 def _local_extra_missing() -> str | None:
-    if importlib.util.find_spec("llama_cpp") is None:
-        return "llama-cpp-python is not installed (pip install -e '.[local]')"
-    from evekit.server import ServerError, default_model_path
+    from evekit.server import ServerError, default_model_path, llama_server_binary
 
     try:
+        llama_server_binary()
         path = default_model_path()
     except ServerError as exc:
         return str(exc)
     return None if path.is_file() else f"model file not found: {path}"
+
+
+def llama_server_pids(parent: int | None = None) -> set[int]:
+    """Running llama-server processes (children of `parent` if given), to check none outlives a run."""
+    import subprocess
+
+    args = ["pgrep", "-x", "llama-server"] + (["-P", str(parent)] if parent is not None else [])
+    out = subprocess.run(args, capture_output=True, text=True).stdout
+    return {int(p) for p in out.split()}
 
 
 @pytest.fixture(scope="session")

@@ -153,15 +153,16 @@ def test_run_record_schema(tmp_path):
         write_run_record(tmp_path, kind="other", notebook="n", run_name="r")
 
 
+def llama_pids() -> set[int]:
+    """The llama.cpp server processes this test process started (to check that none outlives a run)."""
+    import os
+
+    from conftest import llama_server_pids
+
+    return llama_server_pids(os.getpid())
+
+
 @pytest.mark.integration
-def llama_pids() -> set[str]:
-    """The llama.cpp server processes running now (to check that none outlives a run)."""
-    import subprocess
-
-    out = subprocess.run(["pgrep", "-f", "llama_cpp.server"], capture_output=True, text=True).stdout
-    return set(out.split())
-
-
 def test_embedded_server_is_stopped_even_when_a_notebook_fails(tmp_path, capsys):
     import subprocess
 
@@ -183,6 +184,7 @@ def test_embedded_server_is_stopped_even_when_a_notebook_fails(tmp_path, capsys)
     assert llama_pids() <= before
 
 
+@pytest.mark.integration
 def test_sigterm_on_evekit_run_stops_the_embedded_server(tmp_path):
     import signal
     import subprocess
@@ -194,7 +196,6 @@ def test_sigterm_on_evekit_run_stops_the_embedded_server(tmp_path):
     if reason := _local_extra_missing():
         pytest.skip(reason)
 
-    before = llama_pids()
     nb_dir = tmp_path / "notebooks"
     nb_dir.mkdir()
     _notebook(nb_dir / "slow.ipynb", "import time\ntime.sleep(120)")
@@ -210,13 +211,19 @@ def test_sigterm_on_evekit_run_stops_the_embedded_server(tmp_path):
         if "running slow" in line:
             break
     assert any("embedded model" in line for line in lines), "".join(lines)
+    from conftest import llama_server_pids
+
+    servers = llama_server_pids(proc.pid)  # the server is a child of `evekit run`, a grandchild of ours
+    assert len(servers) == 1, "".join(lines)
     time.sleep(2)
     proc.send_signal(signal.SIGTERM)
     rest, _ = proc.communicate(timeout=60)
     assert proc.returncode == 130, "".join(lines) + rest
     assert "embedded server stopped" in rest
-    time.sleep(1)
-    assert llama_pids() <= before
+    deadline = time.monotonic() + 10
+    while servers & llama_server_pids() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not servers & llama_server_pids(), "llama-server left behind after SIGTERM"
 
 
 def test_bad_parameter_files_stop_the_batch_before_anything_runs(tmp_path, capsys):
