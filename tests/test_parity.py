@@ -508,6 +508,11 @@ def test_example_parameter_files_are_valid(path):
 
     values = yaml.safe_load(path.read_text())
     notebook = path.name.split(".")[0]
+    if notebook == "judge_validation":
+        from evekit.judge_validation import validate_params
+
+        validate_params(**values)
+        return
     if notebook == "custom_task":
         values["task"] = load_task(values["task_file"]).name
     else:

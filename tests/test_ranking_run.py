@@ -371,3 +371,24 @@ def test_ranking_with_the_embedded_model_as_judge_records_and_replays(embedded_s
     assert sorted(run.ratings.loc[run.ratings["judge"] == "pooled", "model"]) == sorted(m["name"] for m in models)
     replay = run_all(RankingRun.from_params(**{**params, "offline": True}))
     pd.testing.assert_frame_equal(replay.battles, b)
+
+
+def test_judge_validation_shows_validated_accuracy_and_warns_on_low_kappa(tmp_path, capsys):
+    """A pairwise validation results.json beside the judges: accuracy and kappa per judge, a warning
+    for the judge below kappa 0.4 and for the judge the validation does not know."""
+    validation = tmp_path / "results.json"
+    row = {"n": 36, "accuracy_ci_low": 0.5, "accuracy_ci_high": 0.9, "kappa_ci_low": 0.1, "kappa_ci_high": 0.9}
+    validation.write_text(json.dumps({"judge_kind": "pairwise", "table": [
+        {**row, "judge": "j1", "accuracy": 0.75, "kappa": 0.62},
+        {**row, "judge": "j2", "accuracy": 0.50, "kappa": 0.21}]}))
+    models = write_models(tmp_path, list(STRENGTH)[:3], 10)
+    run = ranking(tmp_path, models, {j: noisy_judge(j) for j in ("j1", "j2", "j3")},
+                  judge_validation=str(validation))
+    table = run.judge_validation_table()
+    out = capsys.readouterr().out
+    assert table.loc["j1", "validated accuracy"] == "75% [50%, 90%]" and table.loc["j1", "validated kappa"] == "0.62"
+    assert table.loc["j3", "validated kappa"] == "–"
+    assert (table["battles"] == 3 * 2 * 10).all()
+    warnings = [line for line in out.splitlines() if line.startswith("Warning")]
+    assert len(warnings) == 2 and "'j2'" in warnings[0] and "0.4" in warnings[0] and "'j3'" in warnings[1]
+    assert [r["judge"] for r in run.results()["judge_trust"]] == ["j1", "j2", "j3"]

@@ -166,15 +166,34 @@ class RankingRun:
     def disagreements(self) -> list[str]:
         return R.judge_disagreements(self._rated())
 
-    def judge_validation_table(self) -> Any:
-        """The judges' validation (accuracy against expert labels) when `judge_validation` names a
-        results.json; the display is wired by the judge-validation module."""
+    def judge_validation_table(self) -> pd.DataFrame | None:
+        """Per judge: its battles, those without a verdict, and (with `judge_validation`, a
+        judge-validation results.json of the pairwise kind) its validated accuracy and kappa against
+        expert labels; a warning is printed for each judge whose kappa is below 0.4."""
+        from evekit.judges.validation import judge_trust, trust_warnings
+        from evekit.paths import resolve_path
+
         path = self.config.judge_validation
         if path is None:
-            print("No judge_validation given: how far these judges can be trusted is not shown.")
+            print("No judge_validation given: how far these judges can be trusted is not shown "
+                  "(run notebooks/judge_validation.ipynb with judge_kind='pairwise' and pass its results.json).")
             return None
-        print(f"Judge validation: {path}")
-        return None
+        battles = self._battles()
+        names = [j.name for j in self.config.judge_specs]
+        trust = judge_trust(resolve_path(path), names, kind="pairwise").set_index("judge")
+        table = pd.DataFrame(index=pd.Index(names, name="judge"))
+        table["battles"] = [int((battles["judge"] == n).sum()) for n in names]
+        no_verdict = battles["winner"].fillna("").astype(str).eq("")
+        table["no verdict"] = [int(((battles["judge"] == n) & no_verdict).sum()) for n in names]
+        table["validated accuracy"] = ["–" if pd.isna(a) else f"{a:.0%} [{lo:.0%}, {hi:.0%}]" for a, lo, hi in
+                                       trust[["validated_accuracy", "validated_accuracy_ci_low",
+                                              "validated_accuracy_ci_high"]].to_numpy()]
+        table["validated kappa"] = ["–" if pd.isna(k) else f"{k:.2f}" for k in trust["validated_kappa"]]
+        table["validated n"] = trust["validated_n"]
+        self.trust = trust
+        for warning in trust_warnings(trust.reset_index()):
+            print(f"Warning: {warning}")
+        return table
 
     def plots(self) -> None:
         """Show the three plots (save() writes them as PNG)."""
@@ -213,6 +232,8 @@ class RankingRun:
             "undefined_resamples": ratings.attrs.get("undefined_resamples", {}),
             "kendall_tau": R.kendall_tau_between_judges(ratings).to_dict(orient="records"),
             "disagreements": self.disagreements(), "notes": self.notes + self._matched().notes,
+            "judge_trust": (None if getattr(self, "trust", None) is None
+                            else self.trust.reset_index().to_dict(orient="records")),
             "plan": self.call_plan, "usage": self.usage, "seconds": self.seconds,
             "demo_model_note": self.demo_note, "params": c.as_dict(),
         }
