@@ -127,6 +127,14 @@ def code(src: str, *tags: str):
     return cell
 
 
+def notebook(cells: list) -> nbformat.NotebookNode:
+    """A notebook of `cells` for the python3 kernel."""
+    nb = new_notebook(cells=cells)
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.metadata["language_info"] = {"name": "python"}
+    return nb
+
+
 def build(task: str, spec: dict, *, intro: str | None = None, params: str | None = None,
           judged: bool | None = None) -> nbformat.NotebookNode:
     """A task notebook; `judged` (default: the catalogue's judge kind) adds the judge cells."""
@@ -188,10 +196,7 @@ def build(task: str, spec: dict, *, intro: str | None = None, params: str | None
                           "the plots. A run whose every call failed saves them too."),
         code("out_dir = run.save()"),
     ]
-    nb = new_notebook(cells=cells)
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nb.metadata["language_info"] = {"name": "python"}
-    return nb
+    return notebook(cells)
 
 
 TASK_FILES = "None: the task file's"
@@ -265,10 +270,7 @@ seed = 1234''', "parameters"),
         code("out = lb.save_summary(resolve_path(output_dir) / run_name / \"summary\", board, tests, usage, figure,\n"
              "                      detectable=detectable)\nprint(f\"Saved outputs to {display_path(out)}\")"),
     ]
-    nb = new_notebook(cells=cells)
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nb.metadata["language_info"] = {"name": "python"}
-    return nb
+    return notebook(cells)
 
 
 def build_judge_validation() -> nbformat.NotebookNode:
@@ -326,10 +328,7 @@ def build_judge_validation() -> nbformat.NotebookNode:
                           "`results.json`, which task and win-rate notebooks take as `judge_validation`."),
         code("out_dir = run.save()"),
     ]
-    nb = new_notebook(cells=cells)
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nb.metadata["language_info"] = {"name": "python"}
-    return nb
+    return notebook(cells)
 
 
 # The ranking notebook's demo: the recorded open_ended runs of the embedded model, zero-shot, five-shot
@@ -425,10 +424,7 @@ def build_ranking() -> nbformat.NotebookNode:
                           "`outputs/<run_name>/ranking/<task>/`."),
         code("saved = run.save()"),
     ]
-    nb = new_notebook(cells=cells)
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nb.metadata["language_info"] = {"name": "python"}
-    return nb
+    return notebook(cells)
 
 
 def main() -> int:
