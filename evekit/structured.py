@@ -100,7 +100,13 @@ def extract_json(text: str | None) -> dict[str, Any] | None:
             continue
         if isinstance(obj, dict):
             return obj
-    decoder, found, pos = json.JSONDecoder(), None, 0
+    spans = json_spans(text)
+    return spans[-1][2] if spans else None
+
+
+def json_spans(text: str) -> list[tuple[int, int, dict]]:
+    """Every top-level JSON object in `text`: (start, end, object), in order."""
+    decoder, spans, pos = json.JSONDecoder(), [], 0
     while (start := text.find("{", pos)) != -1:
         try:
             obj, end = decoder.raw_decode(text, start)
@@ -108,9 +114,9 @@ def extract_json(text: str | None) -> dict[str, Any] | None:
             pos = start + 1
             continue
         if isinstance(obj, dict):
-            found = obj
+            spans.append((start, end, obj))
         pos = end
-    return found
+    return spans
 
 
 def _coerce(obj: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:

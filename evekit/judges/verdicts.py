@@ -21,7 +21,7 @@ import json
 import re
 from typing import Any
 
-from evekit.structured import UnusableReply
+from evekit.structured import UnusableReply, json_spans
 
 __all__ = ["UnusableReply", "quoted_spans", "unquoted", "first_json_with", "placeholder_reason", "verdict_value",
            "stated_verdict", "stated_winner", "claimed_side", "screen_pointwise", "screen_pairwise",
@@ -37,26 +37,11 @@ _QUOTES = re.compile(r"\"[^\"\n]*\s[^\"\n]*\"|“[^”]*”|«[^»]*»|`[^`\n]*\
 _QUOTE_LINE = re.compile(r"^[ \t]*>.*$", re.MULTILINE)
 
 
-def _json_spans(text: str) -> list[tuple[int, int, dict]]:
-    """Every top-level JSON object in `text`: (start, end, object)."""
-    decoder, spans, pos = json.JSONDecoder(), [], 0
-    while (start := text.find("{", pos)) != -1:
-        try:
-            obj, end = decoder.raw_decode(text, start)
-        except ValueError:
-            pos = start + 1
-            continue
-        if isinstance(obj, dict):
-            spans.append((start, end, obj))
-        pos = end
-    return spans
-
-
 def quoted_spans(text: str) -> list[tuple[int, int]]:
     """(start, end) of the quoted or tagged regions of `text` (JSON objects themselves are not
     quotations: their own double quotes are masked before quotations are looked for)."""
     masked = list(text)
-    for start, end, _ in _json_spans(text):
+    for start, end, _ in json_spans(text):
         masked[start:end] = "#" * (end - start)
     flat = "".join(masked)
     spans = [m.span() for pattern in (_TAG_BLOCK, _QUOTE_LINE) for m in pattern.finditer(text)]
@@ -88,7 +73,7 @@ def first_json_with(text: str | None, key: str) -> dict[str, Any] | None:
     except ValueError:
         pass
     quoted = quoted_spans(text)
-    for start, _, obj in _json_spans(text):
+    for start, _, obj in json_spans(text):
         if key in obj and not _inside(start, quoted):
             return obj
     return None
