@@ -29,7 +29,7 @@ from evekit.judges import JudgePanel, validate_judges
 from evekit.judges import validation as V
 from evekit.judges.kinds import KINDS
 from evekit.judges.verdicts import abstention_reasons
-from evekit.params import check_injected
+from evekit.params import check_injected, check_type
 from evekit.paths import display_path, resolve_path, safe_name
 from evekit.report import json_safe, public_params, write_run_record
 from evekit.server import demo_judge_note, is_demo_model
@@ -117,14 +117,6 @@ def parameter_defaults() -> dict[str, Any]:
     return {name: p.default for name, p in inspect.signature(validate_params).parameters.items()}
 
 
-def _check(name: str, value: Any, types: tuple[type, ...], optional: bool = False) -> None:
-    if value is None and optional:
-        return
-    if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
-        want = " or ".join(t.__name__ for t in types) + (" or None" if optional else "")
-        raise ParameterError(f"parameter {name}={value!r} has type {type(value).__name__}; expected {want}")
-
-
 def validate_params(*, labels: str | None = None, judge_kind: str = "fact_check", judges: Any = (),
                     limit: int | None = None, both_orders: bool = False, seed: int = 1234,
                     temperature: float = 0.0, max_tokens: int = 512, concurrency: int = 8,
@@ -154,7 +146,7 @@ def validate_params(*, labels: str | None = None, judge_kind: str = "fact_check"
         ("run_name", run_name, (str,), False), ("output_dir", output_dir, (str,), False),
         *((k, v, (str,), True) for k, v in columns.items()),
     ):
-        _check(name, value, types, optional)
+        check_type(name, value, types, optional)
     for name, value in (("limit", limit), ("concurrency", concurrency), ("max_tokens", max_tokens)):
         if value is not None and value < 1:
             raise ParameterError(f"parameter {name}={value!r} must be at least 1")

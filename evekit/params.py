@@ -52,6 +52,16 @@ def check_injected(namespace: dict[str, Any], known: Sequence[str]) -> None:
                              "default used)")
 
 
+def check_type(name: str, value: Any, types: tuple[type, ...], optional: bool = False) -> None:
+    """ParameterError unless `value` is one of `types` (or None when `optional`). bool is an int in
+    Python: a bool passes only where bool is one of the types."""
+    if value is None and optional:
+        return
+    if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
+        want = " or ".join(t.__name__ for t in types) + (" or None" if optional else "")
+        raise ParameterError(f"parameter {name}={value!r} has type {type(value).__name__}; expected {want}")
+
+
 @dataclass
 class RunConfig:
     """Everything one task notebook needs; built from the notebook's parameter cell.
@@ -129,13 +139,7 @@ class RunConfig:
         if self.task_file is not None:
             optional["split"] = (str,)  # None: the task file's split
         for name, types in {**checks, **optional}.items():
-            value = getattr(self, name)
-            if value is None and name in optional:
-                continue
-            # bool is an int in Python: only `offline` may be a bool.
-            if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
-                want = " or ".join(t.__name__ for t in types) + (" or None" if name in optional else "")
-                raise ParameterError(f"parameter {name}={value!r} has type {type(value).__name__}; expected {want}")
+            check_type(name, getattr(self, name), types, optional=name in optional)
         for name in ("concurrency", "max_tokens", "limit"):
             value = getattr(self, name)
             if value is not None and value < 1:

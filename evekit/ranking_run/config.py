@@ -13,7 +13,7 @@ from typing import Any
 
 from evekit.errors import ParameterError, unknown_names
 from evekit.judges.panel import validate_judges
-from evekit.params import check_injected
+from evekit.params import check_injected, check_type
 from evekit.paths import resolve_path, safe_name
 from evekit.tasks import head_to_head_tasks
 from evekit.types import JudgeSpec
@@ -109,13 +109,7 @@ class RankingConfig:
             "run_name": ((str,), False), "output_dir": ((str, Path), False),
         }
         for name, (want, optional) in types.items():
-            value = getattr(self, name)
-            if value is None and optional:
-                continue
-            # bool is an int in Python: only the flags may be bools
-            if not isinstance(value, want) or (isinstance(value, bool) and bool not in want):
-                kinds = " or ".join(t.__name__ for t in want) + (" or None" if optional else "")
-                raise ParameterError(f"parameter {name}={value!r} has type {type(value).__name__}; expected {kinds}")
+            check_type(name, getattr(self, name), want, optional)
         for name in ("limit", "concurrency", "max_tokens", "max_pairs_per_question"):
             value = getattr(self, name)
             if value is not None and value < 1:

@@ -9,7 +9,7 @@ from typing import Any
 
 from evekit.errors import ParameterError
 from evekit.judges.panel import validate_judges
-from evekit.params import check_injected
+from evekit.params import check_injected, check_type
 from evekit.paths import resolve_path, safe_name
 from evekit.tasks import head_to_head_tasks
 from evekit.types import JudgeSpec
@@ -83,14 +83,6 @@ def _as_list(value: Any, side: str) -> list[Any]:
     return list(value)
 
 
-def _check_type(name: str, value: Any, types: tuple[type, ...], optional: bool = False) -> None:
-    if value is None and optional:
-        return
-    if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
-        want = " or ".join(t.__name__ for t in types) + (" or None" if optional else "")
-        raise ParameterError(f"parameter {name}={value!r} has type {type(value).__name__}; expected {want}")
-
-
 def validate_params(*, task: str = "open_ended", model_a: Any, model_b: Any, judges: Any,
                     limit: int | None = None, seed: int = 42, both_orders: bool = False,
                     output_dir: str = "outputs", run_name: str = "demo", concurrency: int = 8,
@@ -113,7 +105,7 @@ def validate_params(*, task: str = "open_ended", model_a: Any, model_b: Any, jud
         ("temperature", temperature, (int, float), False), ("max_tokens", max_tokens, (int,), False),
         ("alpha", alpha, (float,), False), ("judge_validation", judge_validation, (str, Path), True),
     ):
-        _check_type(name, value, types, optional)
+        check_type(name, value, types, optional)
     for name, value in (("limit", limit), ("concurrency", concurrency), ("max_tokens", max_tokens)):
         if value is not None and value < 1:
             raise ParameterError(f"parameter {name}={value!r} must be at least 1")
