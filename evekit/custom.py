@@ -357,17 +357,6 @@ def _score_extractive(p: T.Parsed, item: Item) -> dict[str, float]:
             "exact_match": max(exact_match(p.value or "", g) for g in golds)}
 
 
-def _score_codes(labels: Sequence[str] | None = None):
-    """acc plus the label codes that mcc and macro_f1 read (index in the labels; -1 = unparsed)."""
-    def score(p: T.Parsed, item: Item) -> dict[str, float]:
-        labs = list(labels if labels is not None else item.fields["labels"])
-        right = p.reason is None and p.value == item.target
-        pred = labs.index(p.value) if p.reason is None and p.value in labs else -1
-        return {"acc": float(right), "gold_code": float(labs.index(item.target)), "pred_code": float(pred)}
-
-    return score
-
-
 # -- token classification -----------------------------------------------------------------------
 
 
@@ -670,9 +659,9 @@ def task_from_dict(spec: Mapping[str, Any], where: str = "<task>", base: Path | 
         if kind == "token_classification" else []
     required = {"multiple_choice": ("input", "target", "choices"), "extractive_qa": ("input", "target", "context")}
     prepare, parse, score = {
-        "multiple_choice": (_prep_mc, _parse_mc, _score_codes()),
+        "multiple_choice": (_prep_mc, _parse_mc, T.score_codes()),
         "classification": (_prep_classification(labels), _parse_classification(labels, label_mapping),
-                           _score_codes(labels)),
+                           T.score_codes(labels)),
         "token_classification": (_prep_tokens(labels, label_mapping), _parse_tokens(categories), _score_tokens),
         "open_qa": (_prep_text, T._parse_open, T._score_open),
         "text_to_text": (_prep_text, T._parse_open, T._score_open),

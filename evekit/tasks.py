@@ -43,6 +43,7 @@ __all__ = [
     "select_fewshot",
     "build_requests",
     "score_samples",
+    "score_codes",
     "task_metrics",
     "count_failures",
     "headline_metric",
@@ -330,8 +331,19 @@ def _parse_mcqa(multiple: bool) -> Callable[[str, Item], Parsed]:
     return parse
 
 
-def _score_single(p: Parsed, item: Item) -> dict[str, float]:
-    return {"acc": float(p.reason is None and p.labels == item.fields["gold"])}
+def score_codes(labels: Sequence[str] | None = None) -> Callable[[Parsed, Item], dict[str, float]]:
+    """The score of a one-label answer: `acc`, and the label codes `mcc` and `macro_f1` read
+    (`gold_code`, `pred_code`: the index in `labels`, default the item's own choice letters
+    `item.fields["labels"]`). An unparsed answer is wrong (`acc` 0) and coded `M.UNPARSED_CODE`:
+    a miss of its gold label, never a label of its own in macro-F1. mcqa_single_answer,
+    hallucination_detection and the custom multiple-choice and classification tasks score with it."""
+    def score(p: Parsed, item: Item) -> dict[str, float]:
+        labs = list(labels if labels is not None else item.fields["labels"])
+        pred = p.value if p.reason is None else None
+        return {"acc": float(pred is not None and pred == item.target),
+                "gold_code": float(labs.index(item.target)), "pred_code": M.label_code(pred, labs)}
+
+    return score
 
 
 def _score_multiple(p: Parsed, item: Item) -> dict[str, float]:
@@ -348,11 +360,16 @@ def _parse_hallucination(text: str, item: Item) -> Parsed:
     return Parsed(", ".join(r.labels) if r.labels else None, r.labels, r.reason)
 
 
+HALLUCINATION_LABELS = ("A", "B")  # A: hallucinated, B: not
+_score_hallucination_codes = score_codes(HALLUCINATION_LABELS)
+
+
 def _score_hallucination(p: Parsed, item: Item) -> dict[str, float]:
     gold = bool(item.fields["is_hallucinated"])
-    # An unusable verdict counts as the wrong label (the opposite of gold).
+    # An unusable verdict is wrong: for EVE's precision/recall/F1 the opposite of gold; for mcc and
+    # macro_f1 coded unparsed (a miss of the gold label), as every one-label task codes it.
     pred = (p.labels == ["A"]) if p.reason is None else (not gold)
-    return {"acc": float(pred == gold), "gold_hallucinated": float(gold), "pred_hallucinated": float(pred)}
+    return {**_score_hallucination_codes(p, item), "gold_hallucinated": float(gold), "pred_hallucinated": float(pred)}
 
 
 def _parse_open(text: str, item: Item) -> Parsed:
@@ -384,9 +401,9 @@ TASKS: dict[str, Task] = {
             name="mcqa_single_answer",
             hub_id="eve-esa/mcqa-single-answer",
             description=f"{_MCQA} Exactly one option is correct. Answer with the letter of the correct option only.",
-            default_num_fewshot=2, default_max_tokens=10000, judge_kind=None, metrics=("acc",),
+            default_num_fewshot=2, default_max_tokens=10000, judge_kind=None, metrics=("acc", "mcc", "macro_f1"),
             columns=("Question", "Choices", "Answer"),
-            prepare=_prep_mcqa_single, render=_render_choices, parse=_parse_mcqa(False), score=_score_single,
+            prepare=_prep_mcqa_single, render=_render_choices, parse=_parse_mcqa(False), score=score_codes(),
             completion_stop=("\n\n", "\nQuestion:"), kind="multiple_choice",
             column_roles={**_MCQA_ROLES, "target": "Answer"}, plots=(_LETTER_BIAS,), constant_baselines=True,
         ),
@@ -444,12 +461,12 @@ TASKS: dict[str, Task] = {
                          "the answer contains hallucinated (false or unsupported) information. Answer A if it "
                          "does, B if it does not. Answer with the letter only."),
             default_num_fewshot=0, default_max_tokens=100, judge_kind=None,
-            metrics=("acc", "precision", "recall", "f1"),
+            metrics=("acc", "precision", "recall", "f1", "mcc", "macro_f1"),
             columns=("Question", "Answer", "is_hallucinated"), optional_columns=("Hard labels", "Soft labels"),
             prepare=_prep_hallucination, render=_render_hallucination, parse=_parse_hallucination,
             score=_score_hallucination, completion_stop=("\n\n", "\nQuestion:"), kind="hallucination",
             column_roles={"input": "Question", "target": "is_hallucinated"},
-            plots=(PlotSpec("confusion", "confusion_matrix.png"),), constant_baselines=True, labels=("A", "B"),
+            plots=(PlotSpec("confusion", "confusion_matrix.png"),), constant_baselines=True, labels=HALLUCINATION_LABELS,
         ),
     ]
 }
@@ -836,7 +853,7 @@ def add_logprob_scores(task: Task | str, items: Sequence[Item], results: Sequenc
         # One token is all that was asked for: stopping there is no truncation of an answer.
         df.loc[ok, "truncated"] = False
         if "pred_code" in df.columns:
-            codes = [float([lab for lab, _ in answer_options(task, it)].index(a)) if a else -1.0
+            codes = [M.label_code(a, [lab for lab, _ in answer_options(task, it)])
                      for it, a in zip(items, lp["logprob_answer"])]
             df.loc[ok, "pred_code"] = pd.Series(codes, index=df.index)[ok]
     return df

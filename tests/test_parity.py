@@ -97,6 +97,104 @@ def test_custom_classification_reports_mcc_and_macro_f1_next_to_acc(tmp_path):
     assert got["acc"]["value"] == pytest.approx(np.mean([g == p for g, p in zip(gold, pred)]))
 
 
+# ------------------------------------------------- MCC and macro-F1 on EVE's one-label tasks
+
+def _sklearn_mcc_and_macro_f1(gold, pred):
+    """scikit-learn's values with evekit's rule for unparsed answers: "unparsed" is a prediction
+    of its own in MCC's confusion matrix and a miss of the gold label in macro-F1 (not averaged)."""
+    labels = sorted((set(gold) | set(pred)) - {"unparsed"})
+    return matthews_corrcoef(gold, pred), f1_score(gold, pred, labels=labels, average="macro", zero_division=0)
+
+
+def _mcqa_rows(n, rng):
+    return [{"Question": f"q{i}?", "Choices": ["a", "b", "c", "d"], "Answer": "ABCD"[int(g)]}
+            for i, g in enumerate(rng.integers(0, 4, n))]
+
+
+def _hallucination_rows(n, rng):
+    return [{"Question": f"q{i}?", "Answer": f"answer {i}", "is_hallucinated": bool(h)}
+            for i, h in enumerate(rng.random(n) < 0.4)]
+
+
+# Answers the parsers read as each label, and unusable ones (unparsed: no letter, a letter that is no
+# choice, several letters, no verdict).
+_MCQA_ANSWERS = ["A", "B", "C", "D", "The answer is C.", "F", "A, C", "no idea", ""]
+_HALLUCINATION_ANSWERS = ["A", "B", "Yes", "No", "B.", "??", "maybe", ""]
+
+
+@pytest.mark.parametrize("task_name, rows, answers", [
+    ("mcqa_single_answer", _mcqa_rows, _MCQA_ANSWERS),
+    ("hallucination_detection", _hallucination_rows, _HALLUCINATION_ANSWERS),
+])
+@pytest.mark.parametrize("seed", range(4))
+def test_eve_one_label_tasks_report_mcc_and_macro_f1_equal_to_scikit_learn(task_name, rows, answers, seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(20, 70))
+    task = tasks.get_task(task_name)
+    items = tasks.items_from_rows(task, rows(n, rng), source=f"{task_name}.jsonl")
+    said = [answers[int(i)] for i in rng.integers(0, len(answers), n)]
+    results = [GenerationResult(text=None, error="HTTP 500") if i % 11 == 5 else GenerationResult(text=a)
+               for i, a in enumerate(said)]  # a few infrastructure failures: excluded, not scored
+    df = tasks.score_samples(task, items, results)
+    got = tasks.task_metrics(task, df, seed=seed)
+    assert list(got)[-2:] == ["mcc", "macro_f1"] and list(got)[0] == "acc"
+    used = df[~df["failed"]]
+    assert df["unparsed"].any() and df["failed"].any()
+    gold = used["target"].tolist()
+    pred = [p if not u else "unparsed" for p, u in zip(used["parsed"], used["unparsed"])]
+    mcc, macro_f1 = _sklearn_mcc_and_macro_f1(gold, pred)
+    assert got["mcc"]["value"] == pytest.approx(mcc, abs=1e-12)
+    assert got["macro_f1"]["value"] == pytest.approx(macro_f1, abs=1e-12)
+    assert got["acc"]["value"] == pytest.approx(np.mean([g == p for g, p in zip(gold, pred)]))
+    for name in ("mcc", "macro_f1"):
+        m = got[name]
+        assert m["n"] == len(used) == got["acc"]["n"] and m["method"] == "percentile"
+        assert m["ci_low"] <= m["value"] <= m["ci_high"] and m["ci_low"] < m["ci_high"]
+        assert m["n_defined"] <= m["n_boot"] == 2000
+
+
+@pytest.mark.parametrize("task_name, rows, answer", [
+    ("mcqa_single_answer", _mcqa_rows, "B"),
+    ("hallucination_detection", _hallucination_rows, "A"),
+])
+def test_mcc_of_an_eve_task_is_undefined_when_every_answer_is_the_same(task_name, rows, answer):
+    task = tasks.get_task(task_name)
+    items = tasks.items_from_rows(task, rows(30, np.random.default_rng(5)), source="x.jsonl")
+    df = tasks.score_samples(task, items, [GenerationResult(text=answer)] * len(items))
+    got = tasks.task_metrics(task, df)
+    assert math.isnan(got["mcc"]["value"]) and "all one label" in got["mcc"]["note"]  # scikit-learn says 0
+    gold = [it.target for it in items]
+    assert got["macro_f1"]["value"] == pytest.approx(_sklearn_mcc_and_macro_f1(gold, [answer] * len(gold))[1])
+
+
+def _shown_metrics(notebook: str) -> dict[str, list[str]]:
+    """The rows of the metrics table as the committed notebook shows it: {metric: [value, ci_low,
+    ci_high, n]} from the text output of its `run.metrics_table()` cell."""
+    nb = json.loads((ROOT / "notebooks" / notebook).read_text())
+    cell = next(c for c in nb["cells"] if c["cell_type"] == "code" and "run.metrics_table()" in "".join(c["source"]))
+    text = next("".join(o["data"]["text/plain"]) for o in cell["outputs"] if "text/plain" in o.get("data", {}))
+    rows: dict[str, list[str]] = {}
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) >= 5 and parts[0] not in rows and parts[0] not in ("metric", "acc"):
+            rows[parts[0]] = parts[1:5]
+    return rows
+
+
+@pytest.mark.parametrize("task_name", ["mcqa_single_answer", "hallucination_detection"])
+def test_recorded_notebooks_show_mcc_and_macro_f1_as_the_replay_computes_them(tmp_path, recording, task_name):
+    run = TaskRun.from_notebook({**_defaults(f"{task_name}.ipynb"), "offline": True, "cache_dir": str(recording),
+                                 "output_dir": str(tmp_path / "out")})
+    run.load()
+    run.generate()
+    assert run.usage.requests == 0
+    m = run.compute_metrics()
+    shown = _shown_metrics(f"{task_name}.ipynb")
+    for name in ("mcc", "macro_f1"):
+        want = [f"{round(m[name][k], 4):g}" for k in ("value", "ci_low", "ci_high")] + [str(m[name]["n"])]
+        assert [f"{float(v):g}" for v in shown[name][:3]] + shown[name][3:] == want, name
+
+
 # ----------------------------------------------------------------------------- entity spans
 
 TOKENS = "Sentinel-2A carries the MultiSpectral Instrument in a sun-synchronous orbit .".split()
@@ -296,8 +394,11 @@ def test_logprob_scoring_against_a_stub_server(tmp_path, api):
     assert s["logprob_confidence"].tolist() == pytest.approx([0.6, 7 / 9, 0.0])
     briers = [0.4 ** 2 + 0.3 ** 2 + 0.1 ** 2, (7 / 9) ** 2 + (1 - 2 / 9) ** 2, 1.0]
     assert s["brier"].tolist() == pytest.approx(briers)
+    # The label codes are the log-probability answer's too (gold A A B; answered A, B, none).
+    assert s["pred_code"].tolist() == [0.0, 1.0, -1.0] and s["gold_code"].tolist() == [0.0, 0.0, 1.0]
     m = run.compute_metrics()
-    assert list(m) == ["acc", "brier", "ece"]
+    assert list(m) == ["acc", "mcc", "macro_f1", "brier", "ece"]
+    assert m["mcc"]["value"] == pytest.approx(matthews_corrcoef([0, 0, 1], [0, 1, -1]), abs=1e-12)
     assert m["brier"]["value"] == pytest.approx(np.mean(briers))
     assert m["ece"]["value"] == pytest.approx((abs(1 - 0.6) + abs(0 - 7 / 9) + 0) / 3)
     run.plots()
@@ -324,7 +425,7 @@ def test_both_scorings_side_by_side(tmp_path):
         run.generate()
         assert stub.stats()["total"] == 6  # one text answer and one first-token call per item
     m = run.compute_metrics()
-    assert list(m) == ["acc", "acc_logprobs", "brier", "ece"]
+    assert list(m) == ["acc", "mcc", "macro_f1", "acc_logprobs", "brier", "ece"]
     assert m["acc_logprobs"]["value"] == pytest.approx(1 / 3)
     # The text answers are the stub's echo: parsed as text, not from the log-probabilities.
     assert run.samples["filtered_resps"].str.startswith("echo").all()

@@ -85,8 +85,11 @@ def test_undefined_precision_is_null_with_a_note_not_zero(tmp_path):
     res = report.build_results(task=task.name, model="m", samples=df, metrics=m, usage={}, params={})
     assert res["metrics"]["precision"]["value"] is None and res["metrics"]["precision"]["note"]
     json.dumps(res, allow_nan=False)
+    # Every answer is "B": MCC is undefined too (null with its reason), macro-F1 is defined.
+    assert res["metrics"]["mcc"]["value"] is None and "all one label" in res["metrics"]["mcc"]["note"]
+    assert res["metrics"]["macro_f1"]["value"] == pytest.approx((0 + 2 * 3 / (3 + 6)) / 2)
     assert [r["evaluation_name"] for r in report.to_eee(res, dataset="h.jsonl")["evaluation_results"]] == [
-        "acc", "recall", "f1"]  # the undefined metric is left out of EEE, not reported as 0
+        "acc", "recall", "f1", "macro_f1"]  # the undefined metrics are left out of EEE, not reported as 0
 
 
 def test_a_custom_corpus_statistic_falls_back_to_the_bootstrap():
@@ -230,11 +233,13 @@ def test_baselines_in_the_metrics_table_and_results(tmp_path, monkeypatch, capsy
     run.load()
     run.generate()
     table = run.metrics_table()
-    assert list(table.index) == ["acc", "acc (chance)", 'acc (always "C")']
+    assert list(table.index) == ["acc", "mcc", "macro_f1", "acc (chance)", 'acc (always "C")']
     assert table.loc["acc", "value"] == table.loc['acc (always "C")', "value"] == 0.625
+    assert table.loc["mcc", "value"] == "–"  # one answer for every item: undefined, not 0
     assert "does not beat always answering" in capsys.readouterr().out
     results = json.loads((run.save() / "results.json").read_text())
-    assert set(results["metrics"]) == {"acc"}  # the baselines are not metrics of the model
+    assert set(results["metrics"]) == {"acc", "mcc", "macro_f1"}  # the baselines are not metrics of the model
+    assert results["metrics"]["mcc"]["value"] is None and "all one label" in results["metrics"]["mcc"]["note"]
     assert results["baselines"]["most_frequent"]["answer"] == "C"
     assert results["baselines"]["chance"]["value"] == 0.25
     assert any("does not beat" in n for n in results["notes"])
@@ -257,7 +262,9 @@ def test_group_by_table_per_group_with_intervals(tmp_path, monkeypatch):
     assert run.samples["group"].tolist() == ["sar"] * 4 + ["optical"] * 3
     table = run.by_group()
     assert list(table.columns) == ["group", "metric", "value", "ci_low", "ci_high", "n", "method"]
-    assert table["group"].tolist() == ["optical", "sar"] and set(table["metric"]) == {"acc"}
+    assert set(table["group"]) == {"optical", "sar"} and set(table["metric"]) == {"acc", "mcc", "macro_f1"}
+    table = table[table["metric"] == "acc"]
+    assert table["group"].tolist() == ["optical", "sar"]
     sar = table.set_index("group").loc["sar"]
     assert (sar["value"], sar["n"]) == (1.0, 4)
     assert (sar["ci_low"], sar["ci_high"]) == pytest.approx(proportion_confint(4, 4, method="wilson"), abs=1e-4)

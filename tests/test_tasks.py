@@ -45,12 +45,13 @@ def items_for(task: str, n: int = 6) -> list[Item]:
 @pytest.mark.parametrize(
     "name, fewshot, max_tokens, judge, metrics",
     [
-        ("mcqa_single_answer", 2, 10000, None, ("acc",)),
+        # EVE's metrics first; then MCC and macro-F1 (EuroEval's, issue 17) for the one-label tasks.
+        ("mcqa_single_answer", 2, 10000, None, ("acc", "mcc", "macro_f1")),
         ("mcqa_multiple_answer", 2, 10000, None, ("IoU", "acc")),
         ("open_ended", 5, 40000, "fact_check", ("bleu", "rougeL", "cosine")),
         ("open_ended_w_context", 5, 40000, "context", ("bleu", "rougeL", "cosine")),
         ("refusal", 5, 40000, "refusal", ("bleu", "rougeL", "cosine")),
-        ("hallucination_detection", 0, 100, None, ("acc", "precision", "recall", "f1")),
+        ("hallucination_detection", 0, 100, None, ("acc", "precision", "recall", "f1", "mcc", "macro_f1")),
     ],
 )
 def test_task_defaults_follow_eve(name, fewshot, max_tokens, judge, metrics):
@@ -204,7 +205,12 @@ def test_score_single_answer():
     task = get_task("mcqa_single_answer")
     items = items_for("mcqa_single_answer", 5)  # gold A B C D A
     df = T.score_samples(task, items, results("A", "<think>hmm, C?</think>B", "F", "ERROR:HTTP 500", "A, C"))
-    assert list(df.columns) == SAMPLE_COLUMNS + ["doc.Choices", "acc"]  # the options after the answer
+    # The options after the answer; the label codes mcc and macro_f1 read after acc.
+    assert list(df.columns) == SAMPLE_COLUMNS + ["doc.Choices", "acc", "gold_code", "pred_code"]
+    assert df["gold_code"].tolist()[:3] + df["gold_code"].tolist()[4:] == [0.0, 1.0, 2.0, 0.0]
+    # Unparsed ("F" is no choice, "A, C" two letters): -1, a miss of the gold letter; failed: NaN.
+    assert df["pred_code"].tolist()[:3] + df["pred_code"].tolist()[4:] == [0.0, 1.0, -1.0, -1.0]
+    assert math.isnan(df["pred_code"][3]) and math.isnan(df["gold_code"][3])
     assert df["acc"].tolist()[:3] == [1.0, 1.0, 0.0] and math.isnan(df["acc"][3]) and df["acc"][4] == 0.0
     assert df["reasoning"][1] == "hmm, C?" and df["filtered_resps"][1] == "B"
     assert df["response"][1] == "<think>hmm, C?</think>B"
@@ -217,6 +223,7 @@ def test_score_single_answer():
     m = T.task_metrics(task, df, seed=0)
     assert m["acc"]["n"] == 4 and m["acc"]["value"] == pytest.approx(2 / 4)
     assert m["acc"]["ci_low"] <= 0.5 <= m["acc"]["ci_high"]
+    assert list(m) == ["acc", "mcc", "macro_f1"] and m["mcc"]["n"] == m["macro_f1"]["n"] == 4
 
 
 def test_score_multiple_answer():
@@ -249,6 +256,11 @@ def test_score_hallucination_and_corpus_prf():
     assert m["acc"]["value"] == pytest.approx(2 / 5)
     assert all(m[k]["n"] == 5 for k in m)
     assert m["f1"]["ci_low"] <= m["f1"]["value"] <= m["f1"]["ci_high"]
+    # mcc and macro_f1 code A = 0, B = 1; the unparsed "??" is -1 there (a miss of its gold label),
+    # while precision/recall/F1 read it as the opposite of gold (EVE's binary rule).
+    assert df["gold_code"].tolist()[:5] == [0.0, 1.0, 0.0, 1.0, 0.0]
+    assert df["pred_code"].tolist()[:5] == [0.0, 1.0, 1.0, 0.0, -1.0]
+    assert list(m) == ["acc", "precision", "recall", "f1", "mcc", "macro_f1"]
 
 
 def test_score_open_ended_reference_metrics():
