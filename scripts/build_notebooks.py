@@ -26,8 +26,11 @@ from evekit.tasks import TASKS as CATALOGUE  # noqa: E402
 TASKS = {
     "mcqa_single_answer": dict(
         title="Multiple choice, one correct answer",
-        about="Each question has one correct letter. Metric: `acc` (exact letter match). An answer the "
-              "model gave in an unusable form is scored wrong and listed as *unparsed*.",
+        about="Each question has one correct letter. Metrics: `acc` (exact letter match), and over the whole "
+              "set `mcc` (Matthews correlation of answered and gold letters, -1 to 1, 0 = chance) and "
+              "`macro_f1` (the mean of each letter's F1). An answer the model gave in an unusable form is "
+              "scored wrong and listed as *unparsed*; for `mcc` and `macro_f1` it is a miss of the gold "
+              "letter, not a letter of its own.",
         max_tokens=16, num_fewshot=2, limit=None),
     "mcqa_multiple_answer": dict(
         title="Multiple choice, one or more correct answers",
@@ -54,8 +57,11 @@ TASKS = {
     "hallucination_detection": dict(
         title="Hallucination detection",
         about="The model reads a question and an answer and says whether the answer contains "
-              "hallucinated (false or unsupported) information: A = yes, B = no. Metrics: `acc`, and "
-              "`precision`, `recall`, `f1` with *hallucinated* as the positive class.",
+              "hallucinated (false or unsupported) information: A = yes, B = no. Metrics: `acc`, "
+              "`precision`, `recall`, `f1` with *hallucinated* as the positive class, and `mcc` "
+              "(Matthews correlation, -1 to 1, 0 = chance) and `macro_f1` (the mean F1 of both labels). "
+              "An unusable verdict is scored wrong: the opposite label for `precision`, `recall`, `f1` "
+              "(as EVE), a miss of the gold label for `mcc` and `macro_f1` (as every one-label task).",
         max_tokens=8, num_fewshot=0, limit=None),
 }
 
@@ -168,7 +174,9 @@ def build(task: str, spec: dict, *, intro: str | None = None, params: str | None
         ]
     cells += [
         new_markdown_cell("## Metrics\nValue, 95% interval (`method`: Wilson for shares, BCa bootstrap for "
-                          "graded scores) and the number of items behind it. Where items have one gold "
+                          "graded scores, Wilson on the conditional binomial for precision, recall and F1, a "
+                          "percentile bootstrap over items for MCC and macro-F1) and the number of items "
+                          "behind it. Where items have one gold "
                           "letter or label: chance and always giving the most frequent gold answer, for "
                           "comparison."),
         code("run.metrics_table()"),
