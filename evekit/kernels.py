@@ -39,6 +39,9 @@ __all__ = ["KernelServer", "ForkedKernelProcess", "PRELOAD", "kernel_fixups", "f
 PRELOAD = (
     "numpy", "pandas", "scipy.stats", "scipy.optimize", "matplotlib.pyplot", "seaborn",
     "openai", "aiohttp", "tenacity", "yaml", "jsonschema", "PIL.Image",
+    # the data and the metrics (datasets' own progress bars stay off while evekit loads)
+    "datasets", "sklearn.metrics", "statsmodels.stats.proportion", "statsmodels.stats.inter_rater",
+    "statsmodels.stats.weightstats", "rouge_score.rouge_scorer", "sacrebleu",
     "IPython", "ipykernel.kernelapp", "ipykernel.ipkernel", "ipywidgets",
 )
 INLINE_BACKEND = "module://matplotlib_inline.backend_inline"
