@@ -458,8 +458,8 @@ def check_param_files(files: list[Path], notebooks_dir: Path) -> list[str]:
 
 def _run_file(f: Path, nb_dir: Path, server_url: str | None, output_dir: str | None, html: bool,
               progress_every: float, env: dict[str, str], prefix: str,
-              kernel_server: Any = None) -> tuple[bool, Path | None]:
-    """One parameter file with its log lines: (passed, run folder)."""
+              kernel_server: Any = None) -> tuple[bool, Path | None, list[Path]]:
+    """One parameter file with its log lines: (passed, run folder, folders its save steps wrote)."""
     t0 = time.monotonic()
     print(f"{prefix}running {notebook_name(f)} with {f} ...", flush=True)
     run_dir = None
@@ -474,42 +474,76 @@ def _run_file(f: Path, nb_dir: Path, server_url: str | None, output_dir: str | N
     for d in dirs:
         print(f"{prefix}  -> {d}", flush=True)
     print(f"{prefix}  {'ok' if ok else 'FAILED'} in {time.monotonic() - t0:.1f} s", flush=True)
-    return ok, run_dir
+    return ok, run_dir, dirs
 
 
-def waits_for(files: list[Path], nb_dir: Path, server_url: str | None) -> dict[Path, list[Path]]:
-    """The files each file must wait for: every file of an earlier phase (`PHASES`), except that a
-    task notebook waits for the judge validations only when it shows one (`judge_validation` set)."""
-    waits: dict[Path, list[Path]] = {}
+# Notebooks that read every result under the output folder, not files named in their parameters.
+READS_EVERYTHING = {"summary"}
+
+
+def inputs_of(run: dict[str, Any]) -> list[Path]:
+    """The files a run reads that another run of the batch may write: its judge-validation results
+    and its models' answer files (win rate, ranking), as the notebook (cwd: the repo) resolves them."""
+    named = [run.get("judge_validation")] + [m.get("file") for m in run.get("models") or [] if isinstance(m, dict)]
+    paths = [Path(os.path.expandvars(p)).expanduser() for p in named if isinstance(p, str) and p]
+    return [p if p.is_absolute() else REPO_ROOT / p for p in paths]
+
+
+class Needs:
+    """What one file of a batch waits for: it may start once every file of an earlier phase
+    (`earlier`) has finished, or sooner, once every file it reads (`inputs`) lies in a folder that
+    a finished file of `earlier` wrote. A task that reads nothing (no `judge_validation`) waits for
+    nothing; the summary (`READS_EVERYTHING`) waits for everything before it."""
+
+    def __init__(self, earlier: list[Path], inputs: list[Path] | None) -> None:
+        self.earlier, self.inputs = earlier, inputs
+
+    def met(self, finished: dict[Path, list[Path]]) -> bool:
+        if all(e in finished for e in self.earlier):
+            return True
+        if not self.inputs:  # reads everything, or names nothing: only the whole earlier phase will do
+            return False
+        written = [d.resolve() for e in self.earlier for d in finished.get(e, [])]
+        return all(any(p.resolve().is_relative_to(d) for d in written) for p in self.inputs)
+
+
+def waits_for(files: list[Path], nb_dir: Path, server_url: str | None) -> dict[Path, Needs]:
+    """`Needs` of every file of the batch (`PHASES` order, narrowed by what each file reads)."""
+    needs: dict[Path, Needs] = {}
     for f in files:
+        name = notebook_name(f)
         earlier = [g for g in files if phase_of(g) < phase_of(f)]
-        if phase_of(f) == TASK_PHASE:
-            run = {**notebook_defaults(nb_dir / f"{notebook_name(f)}.ipynb"), **load_params(f, server_url)}
-            if not run.get("judge_validation"):
-                earlier = [g for g in earlier if phase_of(g) != PHASES["judge_validation"]]
-        waits[f] = earlier
-    return waits
+        run = {**notebook_defaults(nb_dir / f"{name}.ipynb"), **load_params(f, server_url)}
+        inputs = None if name in READS_EVERYTHING else inputs_of(run)
+        if phase_of(f) == TASK_PHASE and not inputs:
+            earlier = []  # a task reads nothing the batch writes
+        needs[f] = Needs(earlier, inputs)
+    return needs
 
 
-def _run_scheduled(files: list[Path], waits: dict[Path, list[Path]], jobs: int,
+def _run_scheduled(files: list[Path], needs: dict[Path, Needs], jobs: int,
                    run: Any) -> list[tuple[Path, bool, Path | None]]:
-    """Run `files` (in `run_order`), `jobs` at a time, each once what it waits for has finished
-    (passed or not); results in the order of `files`.
+    """Run `files` (in `run_order`), `jobs` at a time, each once its `Needs` are met by the files
+    finished so far (passed or not); results in the order of `files`. `run(file, prefix)` returns
+    (passed, run folder, folders written).
 
     With more than one job each line a notebook's run prints starts with `[<file stem>] `.
     Threads suffice: each notebook's work happens in its own kernel process. An interrupt
     (Ctrl-C, SIGTERM) kills the running notebooks' kernels, so it does not wait for them.
     """
     if jobs == 1 or len(files) == 1:
-        return [(f, *run(f, "")) for f in files]
+        return [(f, *run(f, "")[:2]) for f in files]
     from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
     width = max(len(f.stem) for f in files)
     pool = ThreadPoolExecutor(max_workers=min(jobs, len(files)), thread_name_prefix="evekit-run")
-    pending, running, done = list(files), {}, {}
+    pending: list[Path] = list(files)
+    running: dict[Any, Path] = {}
+    done: dict[Path, tuple[bool, Path | None, list[Path]]] = {}
     try:
         while pending or running:
-            for f in [f for f in pending if all(w in done for w in waits.get(f, []))]:
+            written = {f: r[2] for f, r in done.items()}
+            for f in [f for f in pending if needs[f].met(written)]:
                 if len(running) >= jobs:
                     break
                 pending.remove(f)
@@ -517,7 +551,7 @@ def _run_scheduled(files: list[Path], waits: dict[Path, list[Path]], jobs: int,
             finished, _ = wait(running, return_when=FIRST_COMPLETED)
             for future in finished:
                 done[running.pop(future)] = future.result()
-        return [(f, *done[f]) for f in files]
+        return [(f, *done[f][:2]) for f in files]
     except BaseException:
         pool.shutdown(wait=False, cancel_futures=True)
         n = stop_kernels()
@@ -597,7 +631,7 @@ def run_batch(param_files: list[str], *, serve: bool = False, output_dir: str | 
                   flush=True)
 
 
-        def run(f: Path, prefix: str) -> tuple[bool, Path | None]:
+        def run(f: Path, prefix: str) -> tuple[bool, Path | None, list[Path]]:
             return _run_file(f, nb_dir, server_url, output_dir, html, progress_every, env, prefix, kernel_server)
 
         for f, ok, run_dir in _run_scheduled(files, waits_for(files, nb_dir, server_url), int(jobs), run):

@@ -142,40 +142,49 @@ def _params_tree(tmp_path: Path, files: dict[str, str]) -> tuple[list[Path], Pat
     return batch.run_order(paths), nb_dir
 
 
-def test_a_task_waits_for_judge_validation_only_when_it_shows_one(tmp_path):
+def test_a_file_waits_for_what_it_reads_and_the_summary_for_everything(tmp_path):
+    out = tmp_path / "outputs"
+    jv_results = out / "t" / "judge_validation" / "fact_check" / "results.json"
+    zero_shot = out / "t" / "m" / "open_ended" / "samples.csv"
     files, nb_dir = _params_tree(tmp_path, {
         "judge_validation.yaml": "run_name: t\n", "mcqa_single_answer.yaml": "run_name: t\n",
-        "open_ended.yaml": "judge_validation: outputs/t/judge_validation/fact_check/results.json\n",
-        "win_rate.yaml": "run_name: t\n", "summary.yaml": "run_name: t\n"})
-    waits = {f.name: sorted(w.name for w in ws) for f, ws in batch.waits_for(files, nb_dir, None).items()}
-    assert waits == {
-        "judge_validation.yaml": [],
-        "mcqa_single_answer.yaml": [],
-        "open_ended.yaml": ["judge_validation.yaml"],
-        "win_rate.yaml": ["judge_validation.yaml", "mcqa_single_answer.yaml", "open_ended.yaml"],
-        "summary.yaml": ["judge_validation.yaml", "mcqa_single_answer.yaml", "open_ended.yaml", "win_rate.yaml"]}
+        "open_ended.yaml": f"judge_validation: {jv_results}\n",
+        "ranking.yaml": f"models:\n  - {{name: a, file: {zero_shot}}}\n", "summary.yaml": "run_name: t\n"})
+    needs = batch.waits_for(files, nb_dir, None)
+    by = {f.name: f for f in files}
+    jv, mcqa, oe, rk, summary = (by[n] for n in ("judge_validation.yaml", "mcqa_single_answer.yaml",
+                                                  "open_ended.yaml", "ranking.yaml", "summary.yaml"))
+    assert needs[jv].met({}) and needs[mcqa].met({})               # they read nothing the batch writes
+    assert not needs[oe].met({})                                     # it shows the judge validation
+    assert needs[oe].met({jv: [jv_results.parent]})                  # ... which jv wrote
+    assert not needs[rk].met({jv: [jv_results.parent], mcqa: []})    # its answer file is not written yet
+    assert needs[rk].met({jv: [jv_results.parent], oe: [zero_shot.parent]})  # ... now it is: mcqa may still run
+    assert not needs[summary].met({jv: [], mcqa: [], oe: [zero_shot.parent]})
+    assert needs[summary].met({jv: [], mcqa: [], oe: [], rk: []})
+    assert needs[rk].met({jv: [], mcqa: [], oe: []})                 # a failed producer: once all have run
 
 
-def test_the_scheduler_starts_each_file_after_what_it_waits_for_and_keeps_both_slots_busy():
+def test_the_scheduler_starts_each_file_when_its_needs_are_met_and_keeps_both_slots_busy():
     files = [Path(n) for n in ("jv.yaml", "a.yaml", "b.yaml", "c.yaml", "summary.yaml")]
     jv, a, b, c, summary = files
-    waits = {jv: [], a: [], b: [jv], c: [], summary: [jv, a, b, c]}
+    needs = {jv: batch.Needs([], []), a: batch.Needs([], []), c: batch.Needs([], []),
+             b: batch.Needs([jv], [Path("/out/jv/results.json")]), summary: batch.Needs([jv, a, b, c], None)}
     seconds = {jv: 0.6, a: 0.2, b: 0.2, c: 0.2, summary: 0.1}
     log: dict[Path, tuple[float, float]] = {}
     lock = threading.Lock()
     t0 = time.monotonic()
 
-    def run(f: Path, prefix: str) -> tuple[bool, None]:
+    def run(f: Path, prefix: str) -> tuple[bool, None, list[Path]]:
         start = time.monotonic() - t0
         time.sleep(seconds[f])
         with lock:
             log[f] = (start, time.monotonic() - t0)
-        return f != c, None
+        return f != c, None, [Path("/out/jv")] if f == jv else []
 
-    results = batch._run_scheduled(files, waits, 2, run)
+    results = batch._run_scheduled(files, needs, 2, run)
     assert [(f, ok) for f, ok, _ in results] == [(f, f != c) for f in files]   # in order, failures kept
     assert log[a][0] < 0.1 and log[c][0] < 0.5                  # tasks do not wait for judge validation
-    assert log[b][0] >= log[jv][1] - 0.01                       # ... unless they show it
+    assert log[b][0] >= log[jv][1] - 0.01                       # ... unless they read it
     assert log[summary][0] >= max(end for f, (_, end) in log.items() if f != summary) - 0.01
 
 
