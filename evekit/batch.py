@@ -3,8 +3,10 @@
 A parameter file is named `<notebook>[.<variant>].yaml`: `open_ended.yaml` and
 `open_ended.5shot.yaml` both run `notebooks/open_ended.ipynb`. Notebooks run in phases
 (`PHASES`): judge validation, task notebooks, win rate and ranking, summary, so the later ones
-find the earlier results; with `jobs > 1` the notebooks of one phase run at the same time, each
-log line prefixed with its parameter file's name. Every endpoint gets one limit for the whole
+find the earlier results; with `jobs > 1` up to that many run at the same time, each as soon as
+the files it waits for (`waits_for`) have finished, each log line prefixed with its parameter
+file's name. Kernels are forked from a warm kernel server (`evekit.kernels`); an interrupt kills
+the running ones (`stop_kernels`). Every endpoint gets one limit for the whole
 batch, the smallest `concurrency` any run sets for it (`endpoint_limits`), shared by all kernels
 through `evekit.endpoints`. With `serve=True` the embedded model server is started first and
 `${EVEKIT_SERVER_URL}` in the YAML becomes its URL; the server is stopped even when a notebook fails.
@@ -254,21 +256,76 @@ class ProgressReporter:
             self._thread.join()
 
 
-def _quiet_kernel_manager(stderr_file: Any, env: dict[str, str] | None = None) -> type:
-    """A kernel manager whose kernel writes its stderr to `stderr_file` (read back after the run
-    by `forward_kernel_stderr`, which drops `KERNEL_NOISE` and passes everything else on) and,
-    with `env`, starts with these variables added to this process's environment (each kernel its
-    own: notebooks run side by side must not share one os.environ)."""
+# Kernels alive in this process (their managers), so an interrupt can stop them at once: each
+# kernel runs in its own session and never sees the terminal's Ctrl-C.
+_LIVE_KERNELS: set[Any] = set()
+_LIVE_LOCK = threading.Lock()
+
+
+def stop_kernels() -> int:
+    """Kill every kernel this process started that is still alive; how many there were."""
+    import signal
+
+    with _LIVE_LOCK:
+        managers = list(_LIVE_KERNELS)
+    for km in managers:
+        provisioner = getattr(km, "provisioner", None)
+        pid = getattr(provisioner, "pgid", None) or getattr(provisioner, "pid", None)
+        if pid:
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except OSError:
+                pass
+    return len(managers)
+
+
+def _quiet_kernel_manager(stderr_path: str, env: dict[str, str] | None = None,
+                          kernel_server: Any = None) -> type:
+    """A kernel manager whose kernel writes its stderr to the file `stderr_path` (read back after
+    the run by `forward_kernel_stderr`, which drops `KERNEL_NOISE` and passes everything else on)
+    and, with `env`, starts with these variables added to this process's environment (each kernel
+    its own: notebooks run side by side must not share one os.environ). With `kernel_server`
+    (`evekit.kernels.KernelServer`) the kernel is forked from it, its libraries already imported."""
     from jupyter_client import AsyncKernelManager
 
     class QuietKernelManager(AsyncKernelManager):
         async def _async_start_kernel(self, **kw: Any) -> None:
-            kw.setdefault("stderr", stderr_file)
+            if "stderr" not in kw:
+                kw["stderr"] = open(stderr_path, "a", encoding="utf-8")  # noqa: SIM115 - closed below
             if env:
                 kw["env"] = {**kw.get("env", os.environ), **env}
-            await super()._async_start_kernel(**kw)
+            with _LIVE_LOCK:
+                _LIVE_KERNELS.add(self)
+            try:
+                await super()._async_start_kernel(**kw)
+            finally:
+                if hasattr(kw["stderr"], "close"):
+                    kw["stderr"].close()  # the kernel has its own copy
 
         start_kernel = _async_start_kernel
+
+        async def _async_launch_kernel(self, kernel_cmd: list[str], **kw: Any) -> None:
+            if kernel_server is None or not kernel_server.can_launch(kernel_cmd):
+                return await super()._async_launch_kernel(kernel_cmd, **kw)
+            from evekit.kernels import ForkedKernelProcess
+
+            kernel_env = dict(kw.get("env") or os.environ)
+            kernel_env["JPY_PARENT_PID"] = str(os.getpid())  # as jupyter_client's launcher sets it
+            try:
+                pid = kernel_server.spawn(kernel_cmd, kernel_env, kw.get("cwd"), stderr_path)
+            except (OSError, RuntimeError) as exc:  # the usual start: slower, the same kernel
+                print(f"evekit run: note: a kernel starts without the warm kernel server ({exc})", file=sys.stderr)
+                return await super()._async_launch_kernel(kernel_cmd, **kw)
+            provisioner = self.provisioner
+            assert provisioner is not None
+            provisioner.process = ForkedKernelProcess(pid)
+            provisioner.pid = provisioner.pgid = pid  # the fork leads its own session
+            self._reconcile_connection_info(provisioner.connection_info)
+
+        async def _async_cleanup_resources(self, restart: bool = False) -> None:
+            await super()._async_cleanup_resources(restart=restart)
+            with _LIVE_LOCK:
+                _LIVE_KERNELS.discard(self)
 
     return QuietKernelManager
 
@@ -284,11 +341,12 @@ def forward_kernel_stderr(text: str, stream: Any = None, prefix: str = "") -> No
 def run_one(params_file: Path, notebooks_dir: Path, server_url: str | None,
             output_dir: str | None, html: bool,
             progress_every: float = PROGRESS_EVERY, prefix: str = "",
-            env: dict[str, str] | None = None) -> tuple[bool, list[Path], Path]:
+            env: dict[str, str] | None = None, kernel_server: Any = None) -> tuple[bool, list[Path], Path]:
     """Execute one parameter file; (passed, folders its save steps wrote, run folder).
 
     `prefix` starts every line this prints (the batch's parallel mode names the notebook there);
-    `env` is added to the kernel's environment.
+    `env` is added to the kernel's environment; `kernel_server` (`evekit.kernels.KernelServer`)
+    forks the kernel instead of starting a new interpreter.
     """
     import papermill as pm
 
@@ -311,21 +369,23 @@ def run_one(params_file: Path, notebooks_dir: Path, server_url: str | None,
     # The kernel gets this environment variable; the records its save steps write carry it.
     execution = f"{params_file.stem}-{uuid.uuid4().hex[:12]}"
     kernel_env = {**(env or {}), EXECUTION_ENV: execution}
-    kernel_stderr = tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace")
+    fd, kernel_stderr = tempfile.mkstemp(prefix="evekit-kernel-", suffix=".stderr")
+    os.close(fd)
     try:
         with ProgressReporter(params_file.stem, executed, progress_every, prefix):
             pm.execute_notebook(str(notebook), str(executed), parameters=params, cwd=str(REPO_ROOT),
                                 kernel_name="python3", progress_bar=False, log_output=False,
-                                kernel_manager_class=_quiet_kernel_manager(kernel_stderr, kernel_env))
+                                kernel_manager_class=_quiet_kernel_manager(kernel_stderr, kernel_env,
+                                                                           kernel_server))
     except Exception as exc:  # papermill has written the notebook with its error banner
         ok = False
         message = str(exc).strip().splitlines()
         print(f"{prefix}  FAILED: {notebook.name} with {params_file}: {message[-1] if message else exc!r}",
               file=sys.stderr)
     finally:
-        kernel_stderr.seek(0)
-        forward_kernel_stderr(kernel_stderr.read(), prefix=prefix)
-        kernel_stderr.close()
+        with open(kernel_stderr, encoding="utf-8", errors="replace") as stream:
+            forward_kernel_stderr(stream.read(), prefix=prefix)
+        os.unlink(kernel_stderr)
     dirs = saved_output_dirs(out_root, execution)
     if ok and not dirs:
         print(f"{prefix}  note: {notebook.name} with {params_file} saved no outputs (no {RUN_RECORD} was written "
@@ -397,13 +457,15 @@ def check_param_files(files: list[Path], notebooks_dir: Path) -> list[str]:
 
 
 def _run_file(f: Path, nb_dir: Path, server_url: str | None, output_dir: str | None, html: bool,
-              progress_every: float, env: dict[str, str], prefix: str) -> tuple[bool, Path | None]:
-    """One parameter file with its log lines: (passed, run folder)."""
+              progress_every: float, env: dict[str, str], prefix: str,
+              kernel_server: Any = None) -> tuple[bool, Path | None, list[Path]]:
+    """One parameter file with its log lines: (passed, run folder, folders its save steps wrote)."""
     t0 = time.monotonic()
     print(f"{prefix}running {notebook_name(f)} with {f} ...", flush=True)
     run_dir = None
     try:
-        ok, dirs, run_dir = run_one(f, nb_dir, server_url, output_dir, html, progress_every, prefix, env)
+        ok, dirs, run_dir = run_one(f, nb_dir, server_url, output_dir, html, progress_every, prefix, env,
+                                    kernel_server)
     except Exception as exc:
         ok, dirs = False, []
         print(f"{prefix}  FAILED: {f}: {exc}", file=sys.stderr)
@@ -412,37 +474,116 @@ def _run_file(f: Path, nb_dir: Path, server_url: str | None, output_dir: str | N
     for d in dirs:
         print(f"{prefix}  -> {d}", flush=True)
     print(f"{prefix}  {'ok' if ok else 'FAILED'} in {time.monotonic() - t0:.1f} s", flush=True)
-    return ok, run_dir
+    return ok, run_dir, dirs
 
 
-def _run_phase(group: list[Path], jobs: int, run: Any) -> list[tuple[Path, bool, Path | None]]:
-    """Run the files of one phase, `jobs` at a time; results in the order of `group`.
+# Notebooks that read every result under the output folder, not files named in their parameters.
+READS_EVERYTHING = {"summary"}
+
+
+def inputs_of(run: dict[str, Any]) -> list[Path]:
+    """The files a run reads that another run of the batch may write: its judge-validation results
+    and its models' answer files (win rate, ranking), as the notebook (cwd: the repo) resolves them."""
+    named = [run.get("judge_validation")] + [m.get("file") for m in run.get("models") or [] if isinstance(m, dict)]
+    paths = [Path(os.path.expandvars(p)).expanduser() for p in named if isinstance(p, str) and p]
+    return [p if p.is_absolute() else REPO_ROOT / p for p in paths]
+
+
+class Needs:
+    """What one file of a batch waits for: it may start once every file of an earlier phase
+    (`earlier`) has finished, or sooner, once every file it reads (`inputs`) lies in a folder that
+    a finished file of `earlier` wrote. A task that reads nothing (no `judge_validation`) waits for
+    nothing; the summary (`READS_EVERYTHING`) waits for everything before it."""
+
+    def __init__(self, earlier: list[Path], inputs: list[Path] | None) -> None:
+        self.earlier, self.inputs = earlier, inputs
+
+    def met(self, finished: dict[Path, list[Path]]) -> bool:
+        if all(e in finished for e in self.earlier):
+            return True
+        if not self.inputs:  # reads everything, or names nothing: only the whole earlier phase will do
+            return False
+        written = [d.resolve() for e in self.earlier for d in finished.get(e, [])]
+        return all(any(p.resolve().is_relative_to(d) for d in written) for p in self.inputs)
+
+
+def waits_for(files: list[Path], nb_dir: Path, server_url: str | None) -> dict[Path, Needs]:
+    """`Needs` of every file of the batch (`PHASES` order, narrowed by what each file reads)."""
+    needs: dict[Path, Needs] = {}
+    for f in files:
+        name = notebook_name(f)
+        earlier = [g for g in files if phase_of(g) < phase_of(f)]
+        run = {**notebook_defaults(nb_dir / f"{name}.ipynb"), **load_params(f, server_url)}
+        inputs = None if name in READS_EVERYTHING else inputs_of(run)
+        if phase_of(f) == TASK_PHASE and not inputs:
+            earlier = []  # a task reads nothing the batch writes
+        needs[f] = Needs(earlier, inputs)
+    return needs
+
+
+def _run_scheduled(files: list[Path], needs: dict[Path, Needs], jobs: int,
+                   run: Any) -> list[tuple[Path, bool, Path | None]]:
+    """Run `files` (in `run_order`), `jobs` at a time, each once its `Needs` are met by the files
+    finished so far (passed or not); results in the order of `files`. `run(file, prefix)` returns
+    (passed, run folder, folders written).
 
     With more than one job each line a notebook's run prints starts with `[<file stem>] `.
-    Threads suffice: each notebook's work happens in its own kernel process.
+    Threads suffice: each notebook's work happens in its own kernel process. An interrupt
+    (Ctrl-C, SIGTERM) kills the running notebooks' kernels, so it does not wait for them.
     """
-    if jobs == 1 or len(group) == 1:
-        return [(f, *run(f, "")) for f in group]
-    from concurrent.futures import ThreadPoolExecutor
+    if jobs == 1 or len(files) == 1:
+        return [(f, *run(f, "")[:2]) for f in files]
+    from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
-    width = max(len(f.stem) for f in group)
-    pool = ThreadPoolExecutor(max_workers=min(jobs, len(group)), thread_name_prefix="evekit-run")
+    width = max(len(f.stem) for f in files)
+    pool = ThreadPoolExecutor(max_workers=min(jobs, len(files)), thread_name_prefix="evekit-run")
+    pending: list[Path] = list(files)
+    running: dict[Any, Path] = {}
+    done: dict[Path, tuple[bool, Path | None, list[Path]]] = {}
     try:
-        futures = [pool.submit(run, f, f"[{f.stem}]".ljust(width + 3)) for f in group]
-        return [(f, *fut.result()) for f, fut in zip(group, futures)]
-    except BaseException:  # Ctrl-C, SIGTERM: start no further notebook (those running finish)
+        while pending or running:
+            written = {f: r[2] for f, r in done.items()}
+            for f in [f for f in pending if needs[f].met(written)]:
+                if len(running) >= jobs:
+                    break
+                pending.remove(f)
+                running[pool.submit(run, f, f"[{f.stem}]".ljust(width + 3))] = f
+            finished, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in finished:
+                done[running.pop(future)] = future.result()
+        return [(f, *done[f][:2]) for f in files]
+    except BaseException:
         pool.shutdown(wait=False, cancel_futures=True)
+        n = stop_kernels()
+        if n:
+            print(f"evekit run: interrupted; stopped {n} running notebook kernel(s)", file=sys.stderr, flush=True)
         raise
     finally:
         pool.shutdown(wait=True)
 
 
+def _start_kernel_server(fresh: bool) -> Any:
+    """The batch's warm kernel server, or None (asked not to, not POSIX, or it failed: kernels then
+    start the usual way, which is slower but the same)."""
+    from evekit.kernels import KernelServer, fresh_kernels_requested
+
+    if fresh or fresh_kernels_requested() or not hasattr(os, "fork"):
+        return None
+    try:
+        return KernelServer()
+    except (OSError, RuntimeError) as exc:
+        print(f"evekit run: note: kernels start without the warm kernel server ({exc})", file=sys.stderr)
+        return None
+
+
 def run_batch(param_files: list[str], *, serve: bool = False, output_dir: str | None = None,
               html: bool = True, notebooks_dir: str | None = None,
-              progress_every: float = PROGRESS_EVERY, jobs: int = 1) -> int:
+              progress_every: float = PROGRESS_EVERY, jobs: int = 1, fresh_kernels: bool = False) -> int:
     """Run every parameter file; return a process exit code (0 only when all notebooks passed).
 
-    `jobs`: notebooks of one phase (`PHASES`) run at the same time, at most this many.
+    `jobs`: at most this many notebooks at the same time, each once the notebooks it waits for
+    (`waits_for`) have finished. Kernels are forked from a warm kernel server (`evekit.kernels`)
+    unless `fresh_kernels` (or EVEKIT_FRESH_KERNELS=1) asks for a new interpreter each.
     """
     import shutil
 
@@ -464,7 +605,10 @@ def run_batch(param_files: list[str], *, serve: bool = False, output_dir: str | 
     run_dirs: set[Path] = set()
     started = time.monotonic()
     slots_dir = None
+    kernel_server = None
     try:
+        # Its imports overlap the embedded server's start. One notebook gains nothing from it.
+        kernel_server = _start_kernel_server(fresh_kernels) if len(files) > 1 else None
         server_url = None
         if serve:
             from evekit.server import EmbeddedServer, ServerError
@@ -486,16 +630,18 @@ def run_batch(param_files: list[str], *, serve: bool = False, output_dir: str | 
             print("calls in flight at most: " + ", ".join(f"{n} to {url}" for url, n in sorted(limits.items())),
                   flush=True)
 
-        def run(f: Path, prefix: str) -> tuple[bool, Path | None]:
-            return _run_file(f, nb_dir, server_url, output_dir, html, progress_every, env, prefix)
 
-        for group in phases(files):
-            for f, ok, run_dir in _run_phase(group, int(jobs), run):
-                if run_dir is not None:
-                    run_dirs.add(run_dir)
-                if not ok:
-                    failed.append(str(f))
+        def run(f: Path, prefix: str) -> tuple[bool, Path | None, list[Path]]:
+            return _run_file(f, nb_dir, server_url, output_dir, html, progress_every, env, prefix, kernel_server)
+
+        for f, ok, run_dir in _run_scheduled(files, waits_for(files, nb_dir, server_url), int(jobs), run):
+            if run_dir is not None:
+                run_dirs.add(run_dir)
+            if not ok:
+                failed.append(str(f))
     finally:
+        if kernel_server is not None:
+            kernel_server.close()
         if server is not None:
             server.stop()
             print("embedded server stopped", flush=True)

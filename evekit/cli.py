@@ -51,7 +51,7 @@ def _run(args: argparse.Namespace) -> int:
     try:
         return run_batch(args.params, serve=args.serve, output_dir=args.output_dir,
                          html=not args.no_html, notebooks_dir=args.notebooks_dir,
-                         progress_every=args.progress_every, jobs=args.jobs)
+                         progress_every=args.progress_every, jobs=args.jobs, fresh_kernels=args.fresh_kernels)
     except KeyboardInterrupt:
         print("evekit run: interrupted; the embedded server (if any) was stopped", file=sys.stderr)
         return 130
@@ -110,16 +110,22 @@ def main(argv: list[str] | None = None) -> int:
     run = sub.add_parser("run", help="run notebooks with papermill over parameter files",
                          description="Run each <notebook>[.<variant>].yaml with papermill: judge_validation, "
                                      "then task notebooks, then win_rate and ranking, then summary (with "
-                                     "--jobs N, up to N notebooks of one phase at once); render report.html next to each "
+                                     "--jobs N, up to N notebooks at once, each as soon as the ones it needs "
+                                     "have finished); render report.html next to each "
                                      "result and write outputs/<run_name>/index.html. Every file, notebook "
                                      "and parameter name is checked before anything runs.")
     run.add_argument("params", nargs="+", help="YAML files named <notebook>[.<variant>].yaml")
     run.add_argument("--serve", action="store_true",
                      help="start the embedded server first; ${EVEKIT_SERVER_URL} in the YAML becomes its URL")
     run.add_argument("--jobs", "-j", type=_positive_int, default=1, metavar="N",
-                     help="run up to N notebooks of one phase at the same time (default 1); every "
-                          "endpoint still gets no more calls at once than the smallest concurrency "
-                          "any run sets for it")
+                     help="run up to N notebooks at the same time (default 1); a task notebook "
+                          "starts before judge validation has finished unless it shows it, win_rate, "
+                          "ranking and summary wait for the notebooks before them; every endpoint "
+                          "still gets no more calls at once than the smallest concurrency any run sets for it")
+    run.add_argument("--fresh-kernels", action="store_true",
+                     help="start every kernel as a new interpreter (default: fork it from a kernel "
+                          "server that imported pandas, scipy, matplotlib, seaborn and openai once; "
+                          "also EVEKIT_FRESH_KERNELS=1)")
     run.add_argument("--output-dir", default=None, help="override output_dir of every run")
     run.add_argument("--notebooks-dir", default=None, help="where the notebooks are (default: the repo's)")
     run.add_argument("--no-html", action="store_true", help="skip the HTML reports")

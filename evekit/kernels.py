@@ -1,0 +1,270 @@
+"""Warm notebook kernels for `evekit run`: a fork server that has imported the heavy libraries once.
+
+A fresh IPython kernel spends about 1.5 s starting and 2.5 s importing pandas, scipy, matplotlib,
+seaborn and openai before the first cell of a notebook does any work; on a cached re-run of the demo
+that is most of each notebook's time. `evekit run` therefore starts one *kernel server* per batch: a
+child process that imports those third-party libraries (never evekit itself, whose modules may read
+the kernel's environment) and then forks one process per kernel. Each fork is a brand-new kernel
+(its own process, session and environment, nothing shared with the notebook before it); only the
+import work is shared, copy-on-write.
+
+What stays as in a normal kernel, and why it needs care:
+- `tqdm.auto` chooses widget or text progress bars when first imported, by asking whether it runs in
+  a kernel: it is never imported in the server (evekit's client imports it inside the kernel).
+- matplotlib reads `MPLBACKEND` when imported: the server sets the value ipykernel would set.
+- ipywidgets registers its comm target only when imported inside a running kernel, and pandas picks
+  `display.max_columns` for a terminal: the fork redoes both once its kernel is up (`kernel_fixups`).
+  A test runs notebooks both ways and compares every output.
+- Each fork starts its own session (`setsid`, as jupyter_client does), so interrupts and kills by
+  process group work as for any kernel; the manager's process is `JPY_PARENT_PID`, so a kernel
+  whose batch dies exits too; random generators are reseeded from the OS.
+
+`EVEKIT_FRESH_KERNELS=1` (or `evekit run --fresh-kernels`) turns this off. Off POSIX, or when the
+server cannot start, kernels start the usual way.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from typing import Any
+
+__all__ = ["KernelServer", "ForkedKernelProcess", "PRELOAD", "kernel_fixups", "fresh_kernels_requested"]
+
+# Imported once in the server. Third-party only, and nothing that decides at import time whether
+# it runs inside a kernel (tqdm.auto); see the module docstring.
+PRELOAD = (
+    "numpy", "pandas", "scipy.stats", "scipy.optimize", "matplotlib.pyplot", "seaborn",
+    "openai", "aiohttp", "tenacity", "yaml", "jsonschema", "PIL.Image",
+    # the data and the metrics (datasets' own progress bars stay off while evekit loads)
+    "datasets", "sklearn.metrics", "statsmodels.stats.proportion", "statsmodels.stats.inter_rater",
+    "statsmodels.stats.weightstats", "rouge_score.rouge_scorer", "sacrebleu",
+    "IPython", "ipykernel.kernelapp", "ipykernel.ipkernel", "ipywidgets",
+)
+INLINE_BACKEND = "module://matplotlib_inline.backend_inline"
+FRESH_ENV = "EVEKIT_FRESH_KERNELS"
+# Run in each forked kernel once it is up (`IPKernelApp.exec_lines`: not an executed cell, so no
+# execution count and no output).
+_KERNEL_EXEC_LINE = "import evekit.kernels as _evekit_k; _evekit_k.kernel_fixups(); del _evekit_k"
+
+
+def kernel_fixups() -> None:
+    """In a forked kernel: decide again, inside a kernel, what the preloaded libraries decided at
+    import time outside one (tests/test_kernels.py runs notebooks both ways and compares outputs)."""
+    import ipywidgets
+
+    ipywidgets._handle_ipython()  # registers the widget comm target, as an import in a kernel does
+    import pandas as pd
+
+    try:  # pandas picked display.max_columns for a terminal (0: fit the width), a kernel gets 20
+        from pandas.core.config_init import is_terminal
+    except ImportError:  # pandas < 3
+        from pandas.io.formats.console import is_terminal
+    pd.set_option("display.max_columns", 0 if is_terminal() else 20)
+
+
+def fresh_kernels_requested() -> bool:
+    return os.environ.get(FRESH_ENV, "").strip().lower() in ("1", "true", "yes")
+
+
+class ForkedKernelProcess:
+    """The parts of `subprocess.Popen` jupyter_client's provisioner uses, for a kernel that is the
+    kernel server's child (not ours: its exit code is not ours to read, only whether it is alive)."""
+
+    stdin = stdout = stderr = None
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            try:
+                os.kill(self.pid, 0)
+            except ProcessLookupError:
+                self.returncode = 0  # gone (the server reaps its children at once)
+            except PermissionError:  # pragma: no cover - the pid was reused by another user
+                self.returncode = 0
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        import time
+
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if deadline is not None and time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(str(self.pid), timeout or 0)
+            time.sleep(0.02)
+        return self.returncode or 0
+
+    def send_signal(self, signum: int) -> None:
+        os.kill(self.pid, signum)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+
+class KernelServer:
+    """The parent's handle on the kernel server: `spawn(cmd, env, cwd, stderr_path)` -> pid.
+
+    One JSON line per request on the server's stdin, one JSON line back; a lock makes it safe for
+    the batch's worker threads.
+    """
+
+    def __init__(self, python: str | None = None) -> None:
+        env = {**os.environ, "MPLBACKEND": os.environ.get("MPLBACKEND") or INLINE_BACKEND}
+        self.process = subprocess.Popen([python or sys.executable, "-m", "evekit.kernels"],
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env,
+                                        text=True, bufsize=1)
+        self._lock = threading.Lock()
+        self._ready = False  # its imports run while the batch gets ready; the first spawn waits
+
+    def _wait_ready(self) -> None:
+        if not self._ready:
+            said = self.process.stdout.readline() if self.process.stdout else ""
+            if not said.startswith("ready"):
+                raise RuntimeError(f"the kernel server did not start (said {said.strip()!r})")
+            self._ready = True
+
+    def can_launch(self, cmd: list[str]) -> bool:
+        """Only the standard IPython kernel of this interpreter is forked."""
+        # The same path, not the same file: two venvs on one interpreter are different kernels.
+        return (len(cmd) >= 3 and os.path.abspath(cmd[0]) == os.path.abspath(sys.executable)
+                and cmd[1:3] == ["-m", "ipykernel_launcher"] and self.process.poll() is None)
+
+    def spawn(self, cmd: list[str], env: dict[str, str], cwd: str | None, stderr_path: str | None) -> int:
+        request = {"argv": cmd[2:], "env": env, "cwd": cwd, "stderr": stderr_path}
+        with self._lock:
+            assert self.process.stdin is not None and self.process.stdout is not None
+            self._wait_ready()
+            self.process.stdin.write(json.dumps(request) + "\n")
+            self.process.stdin.flush()
+            answer = json.loads(self.process.stdout.readline() or '{"error": "the kernel server exited"}')
+        if "pid" not in answer:
+            raise RuntimeError(f"the kernel server could not start a kernel: {answer.get('error')}")
+        return int(answer["pid"])
+
+    def close(self) -> None:
+        """Stop the server (kernels it started run on until their managers shut them down)."""
+        if self.process.poll() is None:
+            try:
+                if self.process.stdin:
+                    self.process.stdin.close()
+                self.process.wait(timeout=5)
+            except (OSError, subprocess.TimeoutExpired):
+                self.process.kill()
+        for stream in (self.process.stdout,):
+            if stream:
+                stream.close()
+
+    def __enter__(self) -> "KernelServer":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+# -- the server process ------------------------------------------------------------------------
+def _reap(signum: int, frame: Any) -> None:
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def _become_kernel(request: dict[str, Any]) -> None:
+    """In the fork: become the kernel `request` describes, then exit (never returns)."""
+    code = 1
+    try:
+        os.setsid()
+        for signum in (signal.SIGCHLD, signal.SIGINT, signal.SIGTERM, signal.SIGPIPE):
+            signal.signal(signum, signal.SIG_DFL if signum != signal.SIGINT else signal.default_int_handler)
+        devnull = os.open(os.devnull, os.O_RDWR)
+        os.dup2(devnull, 0)
+        # The server's stdout is the pipe to the parent: the kernel's goes to its stderr file.
+        err = os.open(request["stderr"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600) if request.get("stderr") \
+            else os.dup(2)
+        os.dup2(err, 1)
+        os.dup2(err, 2)
+        os.environ.clear()
+        os.environ.update(request["env"])
+        if request.get("cwd"):
+            os.chdir(request["cwd"])
+        import random
+
+        import numpy as np
+
+        random.seed()
+        np.random.seed()
+        if request.get("cwd") and sys.path and sys.path[0] == _SERVER_CWD:
+            sys.path[0] = os.path.abspath(request["cwd"])  # as `python -m` started there would have it
+        # IPKernelApp read JPY_PARENT_PID when the server imported it: pass it the kernel's own.
+        parent = request["env"].get("JPY_PARENT_PID")
+        sys.argv = ["ipykernel_launcher", *request["argv"][1:],
+                    f"--IPKernelApp.exec_lines={_KERNEL_EXEC_LINE}",
+                    *([f"--IPKernelApp.parent_handle={int(parent)}"] if parent else [])]
+        import runpy
+
+        runpy.run_module("ipykernel_launcher", run_name="__main__", alter_sys=True)
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except BaseException:  # noqa: BLE001 - report and exit: this process must not return to the server loop
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        try:
+            import atexit
+
+            atexit._run_exitfuncs()
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+
+
+_SERVER_CWD = os.getcwd()
+
+
+def serve() -> None:
+    """The server loop: preload, say 'ready', then fork a kernel per request line until stdin closes."""
+    import importlib
+
+    for name in PRELOAD:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            pass  # an optional library not installed: the kernel imports what it needs itself
+    for name in ("tqdm.auto", "tqdm.autonotebook"):  # must be decided inside a kernel
+        sys.modules.pop(name, None)
+    out = sys.stdout
+    signal.signal(signal.SIGCHLD, _reap)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the batch's to handle
+    out.write("ready\n")
+    out.flush()
+    for line in sys.stdin:
+        try:
+            request = json.loads(line)
+            pid = os.fork()
+        except (ValueError, OSError) as exc:
+            out.write(json.dumps({"error": str(exc)}) + "\n")
+            out.flush()
+            continue
+        if pid == 0:
+            _become_kernel(request)
+        out.write(json.dumps({"pid": pid}) + "\n")
+        out.flush()
+
+
+if __name__ == "__main__":
+    serve()
