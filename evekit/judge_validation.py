@@ -33,7 +33,7 @@ from evekit.params import check_injected, check_type
 from evekit.paths import display_path, resolve_path, safe_name
 from evekit.report import json_safe, public_params, write_run_record
 from evekit.server import demo_judge_note, is_demo_model
-from evekit.types import JudgeSpec
+from evekit.types import JUDGE_MAX_TOKENS, JudgeSpec
 
 __all__ = ["ValidationConfig", "ValidationRun", "validate_params", "parameter_defaults", "PARAMETER_HELP", "DEFAULT_LABELS"]
 
@@ -53,7 +53,7 @@ class ValidationConfig:
     both_orders: bool = False
     seed: int = 1234
     temperature: float = 0.0
-    max_tokens: int = 512
+    max_tokens: int = JUDGE_MAX_TOKENS
     concurrency: int = 8
     timeout: float = 120.0
     max_retries: int = 4
@@ -119,7 +119,7 @@ def parameter_defaults() -> dict[str, Any]:
 
 def validate_params(*, labels: str | None = None, judge_kind: str = "fact_check", judges: Any = (),
                     limit: int | None = None, both_orders: bool = False, seed: int = 1234,
-                    temperature: float = 0.0, max_tokens: int = 512, concurrency: int = 8,
+                    temperature: float = 0.0, max_tokens: int = JUDGE_MAX_TOKENS, concurrency: int = 8,
                     timeout: float = 120.0, max_retries: int = 4, cache_dir: str = "outputs/cache",
                     offline: bool = False, run_name: str = "demo", output_dir: str = "outputs",
                     question_column: str | None = None, reference_column: str | None = None,

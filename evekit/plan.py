@@ -45,7 +45,7 @@ from evekit.client import endpoint_path, request_body
 from evekit.errors import EvekitError, ParameterError
 from evekit.paths import REPO_ROOT, display_path, resolve_path
 from evekit.server import is_demo_model
-from evekit.types import GenerationRequest, GenerationResult, Usage
+from evekit.types import JUDGE_MAX_TOKENS, GenerationRequest, GenerationResult, Usage
 
 __all__ = ["PlannedCall", "RunPlan", "PlanningClient", "plan_files", "plan_table", "endpoint_table",
            "load_prices", "PENDING_ERROR", "DEFAULT_PRICES"]
@@ -350,14 +350,15 @@ def _judge_bound(run: Any, plan: RunPlan) -> None:
         return
     kind = judging.get_kind(run.task.judge_kind)
     for spec in specs:
+        reply_tokens = spec.max_tokens or JUDGE_MAX_TOKENS
         tokens = 0
         for i, item in enumerate(waiting):
             case = judging.JudgeCase(**tasks.judge_case_fields(run.task, item, ""))
-            request = GenerationRequest(messages=tuple(kind.render(case, i)), max_tokens=512,
+            request = GenerationRequest(messages=tuple(kind.render(case, i)), max_tokens=reply_tokens,
                                         response_format=response_format("json_schema", kind.schema,
                                                                         kind.schema_name))
             tokens += estimate_prompt_tokens(spec.model, request)[0] + run.max_tokens
-        plan.bound[f"judge {spec.name}"] = (len(waiting), tokens, 512, _endpoint(spec.base_url), spec.model)
+        plan.bound[f"judge {spec.name}"] = (len(waiting), tokens, reply_tokens, _endpoint(spec.base_url), spec.model)
 
 
 # -- prices and tables -------------------------------------------------------------------------

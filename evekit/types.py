@@ -116,6 +116,10 @@ def check_api_key_env(value: Any, where: str = "api_key_env") -> None:
                          "and is not shown. Put the key in the environment: export OPENAI_API_KEY=...")
 
 
+# A judge's longest reply in tokens unless its entry sets `max_tokens`.
+JUDGE_MAX_TOKENS = 512
+
+
 @dataclass(frozen=True)
 class JudgeSpec:
     """One LLM judge: its display name, model id, endpoint and the NAME of its key variable."""
@@ -129,9 +133,12 @@ class JudgeSpec:
     temperature: float | None = None
     # At most this many calls in flight to this judge (None: the run's `concurrency`).
     concurrency: int | None = None
+    # Longest verdict reply, in tokens (None: JUDGE_MAX_TOKENS). A small model that rambles
+    # without a verdict costs this much per call; a reply cut short gets the kind's reminder.
+    max_tokens: int | None = None
 
     # The keys a judge entry may have (the parameter contract).
-    KEYS = ("name", "model", "base_url", "api_key_env", "temperature", "api", "concurrency")
+    KEYS = ("name", "model", "base_url", "api_key_env", "temperature", "api", "concurrency", "max_tokens")
 
     @classmethod
     def from_dict(cls, d: "dict[str, Any] | JudgeSpec") -> "JudgeSpec":
@@ -153,6 +160,10 @@ class JudgeSpec:
         missing = [k for k in ("name", "model", "base_url") if not d.get(k)]
         if missing:
             raise ValueError(f"judge {d!r} is missing {', '.join(missing)}")
+        for key in ("concurrency", "max_tokens"):
+            value = d.get(key)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise ValueError(f"judge {d.get('name')!r}: {key} must be a positive integer, got {value!r}")
         return cls(
             name=str(d["name"]),
             model=str(d["model"]),
@@ -161,4 +172,5 @@ class JudgeSpec:
             api=d.get("api", "chat"),
             temperature=d.get("temperature"),
             concurrency=d.get("concurrency"),
+            max_tokens=d.get("max_tokens"),
         )

@@ -601,3 +601,22 @@ def test_when_every_method_fails_the_items_failures_stay_counted():
                clients={"j": client}).judge(cases(10))
     assert client.usage.requests == 3 * 3 + 7
     assert client.usage.failures == 10        # one per item without an answer, not one per probe
+
+
+# ------------------------------------------------------------------------ a judge's max_tokens
+
+def test_a_judge_entry_sets_its_own_reply_length_and_the_others_keep_the_panel_default():
+    clients = {n: ScriptedClient(lambda req: reply(1)) for n in ("short", "default")}
+    specs = [{"name": "short", "model": "m", "base_url": "http://x/v1", "api_key_env": None, "max_tokens": 192},
+             {"name": "default", "model": "m", "base_url": "http://x/v1", "api_key_env": None}]
+    JudgePanel(specs, "fact_check", clients=clients).judge(cases(3))
+    assert {r.max_tokens for r in clients["short"].calls} == {192}
+    assert {r.max_tokens for r in clients["default"].calls} == {512}
+
+
+@pytest.mark.parametrize("bad", [0, -5, 1.5, "192", True])
+def test_a_judge_max_tokens_that_is_not_a_positive_integer_is_a_parameter_error(bad):
+    from evekit.errors import ParameterError
+    spec = {"name": "j", "model": "m", "base_url": "http://x/v1", "api_key_env": None, "max_tokens": bad}
+    with pytest.raises(ParameterError, match="judge 'j': max_tokens must be a positive integer"):
+        J.validate_judges([spec])

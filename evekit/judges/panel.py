@@ -20,7 +20,7 @@ from evekit.errors import EndpointError, ParameterError
 from evekit.judges.kinds import JudgeKind, KindName, get_kind
 from evekit.judges.voting import add_vote_columns
 from evekit.structured import JsonAnswer, ask_json
-from evekit.types import JudgeSpec, Usage
+from evekit.types import JUDGE_MAX_TOKENS, JudgeSpec, Usage
 
 __all__ = ["JudgePanel", "validate_judges", "judge_columns"]
 
@@ -59,7 +59,7 @@ class JudgePanel:
     def __init__(self, judges: Sequence[JudgeSpec | dict], kind: KindName | JudgeKind, *,
                  concurrency: int = 8, timeout: float = 120.0, max_retries: int = 4,
                  cache_dir: Any = None, offline: bool = False, temperature: float = 0.0,
-                 max_tokens: int = 512, progress: bool = True,
+                 max_tokens: int = JUDGE_MAX_TOKENS, progress: bool = True,
                  clients: Mapping[str, Any] | None = None) -> None:
         self.kind = get_kind(kind)
         self.specs = validate_judges(judges)
@@ -105,7 +105,7 @@ class JudgePanel:
         """One judge's answers to `messages` (`ask_json`; `max_probe` items at most probe the
         structured-output chain while this judge's method is unknown). Raises EndpointError."""
         k = self.kind
-        return ask_json(self.clients[spec.name], messages, k.schema, max_tokens=self.max_tokens,
+        return ask_json(self.clients[spec.name], messages, k.schema, max_tokens=spec.max_tokens or self.max_tokens,
                         temperature=self.temperature if spec.temperature is None else spec.temperature,
                         name=k.schema_name, text_parser=k.text_parser, normalize=k.normalize,
                         reminder=k.reminder, api=spec.api, desc=f"{k.desc} {spec.name}", max_probe=max_probe,
