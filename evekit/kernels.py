@@ -4,7 +4,8 @@ A fresh IPython kernel spends about 1.5 s starting and 2.5 s importing pandas, s
 seaborn and openai before the first cell of a notebook does any work; on a cached re-run of the demo
 that is most of each notebook's time. `evekit run` therefore starts one *kernel server* per batch: a
 child process that imports those third-party libraries (never evekit itself, whose modules may read
-the kernel's environment) and then forks one process per kernel. Each fork is a brand-new kernel
+the kernel's environment), one module at a time between requests, and forks one process per kernel
+(a kernel asked for before the imports are done imports the rest itself, on the other core). Each fork is a brand-new kernel
 (its own process, session and environment, nothing shared with the notebook before it); only the
 import work is shared, copy-on-write.
 
@@ -123,7 +124,7 @@ class KernelServer:
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env,
                                         text=True, bufsize=1)
         self._lock = threading.Lock()
-        self._ready = False  # its imports run while the batch gets ready; the first spawn waits
+        self._ready = False  # the first spawn reads its 'ready' line
 
     def _wait_ready(self) -> None:
         if not self._ready:
@@ -236,23 +237,46 @@ def _become_kernel(request: dict[str, Any]) -> None:
 _SERVER_CWD = os.getcwd()
 
 
-def serve() -> None:
-    """The server loop: preload, say 'ready', then fork a kernel per request line until stdin closes."""
-    import importlib
+def _requests() -> Any:
+    """Request lines from stdin as they come (os.read, so `select` sees every line not yet read)."""
+    buffered = b""
+    while True:
+        while b"\n" not in buffered:
+            chunk = os.read(0, 65536)
+            if not chunk:
+                return
+            buffered += chunk
+        line, buffered = buffered.split(b"\n", 1)
+        yield line, bool(buffered)
 
-    for name in PRELOAD:
-        try:
-            importlib.import_module(name)
-        except ImportError:
-            pass  # an optional library not installed: the kernel imports what it needs itself
-    for name in ("tqdm.auto", "tqdm.autonotebook"):  # must be decided inside a kernel
-        sys.modules.pop(name, None)
+
+def serve() -> None:
+    """The server loop: say 'ready', then fork a kernel per request line until stdin closes, and
+    import `PRELOAD` one module at a time in between, while no request waits: a kernel asked for
+    early starts at once and imports itself what is not preloaded yet (on the other core)."""
+    import importlib
+    import select
+
     out = sys.stdout
     signal.signal(signal.SIGCHLD, _reap)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the batch's to handle
     out.write("ready\n")
     out.flush()
-    for line in sys.stdin:
+    to_import = list(PRELOAD)
+    requests = _requests()
+    pending = False  # a further request line is already read into the buffer
+    while True:
+        while to_import and not pending and not select.select([0], [], [], 0)[0]:
+            try:
+                importlib.import_module(to_import.pop(0))
+            except ImportError:
+                pass  # an optional library not installed: the kernel imports what it needs itself
+            for name in ("tqdm.auto", "tqdm.autonotebook"):  # must be decided inside a kernel
+                sys.modules.pop(name, None)
+        try:
+            line, pending = next(requests)
+        except StopIteration:
+            return
         try:
             request = json.loads(line)
             pid = os.fork()
