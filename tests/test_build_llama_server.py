@@ -58,3 +58,26 @@ def test_only_the_server_is_built_statically_with_nothing_downloaded(script):
     assert opts["BUILD_SHARED_LIBS"] == "OFF"
     assert opts["LLAMA_USE_PREBUILT_UI"] == "OFF" and opts["LLAMA_BUILD_UI"] == "OFF"
     assert opts["LLAMA_BUILD_TESTS"] == "OFF" and opts["LLAMA_BUILD_EXAMPLES"] == "OFF"
+
+
+def test_the_glue_is_a_unity_build_and_the_kernels_are_left_alone(script):
+    cmake = script.unity_cmake()
+    for target, alone in script.UNITY_TARGETS.items():
+        assert f"set_target_properties({target} PROPERTIES UNITY_BUILD ON" in cmake
+        for source in alone:  # the sources that do not compile inside a batch stay on their own
+            assert f'"${{CMAKE_CURRENT_LIST_DIR}}/{source}"' in cmake
+    assert "SKIP_UNITY_BUILD_INCLUSION ON" in cmake
+    # ggml's and libllama's compilation is upstream's: no target of theirs, no compile flags touched
+    assert not {"ggml", "ggml-base", "ggml-cpu", "llama"} & set(script.UNITY_TARGETS)
+    assert "COMPILE_OPTIONS" not in cmake and "CMAKE_CXX_FLAGS" not in cmake and "-O" not in cmake
+    assert not any("FLAGS" in o for o in script.CMAKE_OPTIONS)
+
+
+def test_prepare_includes_the_unity_settings_at_the_end_of_the_top_level_cmakelists(script, tmp_path):
+    (tmp_path / "CMakeLists.txt").write_text('project("llama.cpp" C CXX)\nadd_subdirectory(tools)\n')
+    script.prepare(tmp_path)
+    top = (tmp_path / "CMakeLists.txt").read_text()
+    assert top.startswith('project("llama.cpp" C CXX)\nadd_subdirectory(tools)\n')  # after every target exists
+    assert top.rstrip().endswith('include("${CMAKE_CURRENT_LIST_DIR}/evekit-unity.cmake")')
+    assert (tmp_path / "evekit-unity.cmake").read_text() == script.unity_cmake()
+    assert not (tmp_path / "tools" / "ui" / "dist").exists()  # a partial UI tree would fail llama.cpp's check
