@@ -64,19 +64,27 @@ def test_endpoint_limits_of_a_batch_take_judges_and_defaults_into_account(tmp_pa
 
 
 WORKER = textwrap.dedent("""
-    import sys
+    import pathlib, sys, time
     from evekit.client import ModelClient
     from evekit.types import GenerationRequest
-    base_url, tag = sys.argv[1], sys.argv[2]
+    base_url, tag, barrier, n = sys.argv[1], sys.argv[2], pathlib.Path(sys.argv[3]), int(sys.argv[4])
     client = ModelClient("stub", base_url, concurrency=8, progress=False)
+    # Start sending together: the processes' start-up (imports) takes longer than their calls.
+    (barrier / tag).touch()
+    while len(list(barrier.iterdir())) < n:
+        time.sleep(0.01)
     reqs = [GenerationRequest(messages=({"role": "user", "content": f"{tag} {i}"},)) for i in range(24)]
     assert all(not r.failed for r in client.generate(reqs))
 """)
 
 
 def _workers(base_url: str, n: int, env: dict[str, str]) -> None:
+    import tempfile
+
     full = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}", **env}
-    procs = [subprocess.Popen([sys.executable, "-c", WORKER, base_url, f"p{i}"], env=full) for i in range(n)]
+    barrier = tempfile.mkdtemp(prefix="evekit-barrier-")
+    procs = [subprocess.Popen([sys.executable, "-c", WORKER, base_url, f"p{i}", barrier, str(n)], env=full)
+             for i in range(n)]
     assert [p.wait(timeout=120) for p in procs] == [0] * n
 
 
