@@ -52,7 +52,8 @@ def run_order(files: list[Path]) -> list[Path]:
 
 
 def phases(files: list[Path]) -> list[list[Path]]:
-    """The files of each phase that has any, in `run_order`."""
+    """The files of each phase that has any, in `run_order` (the grouping `PHASES` makes; the
+    scheduler itself starts files by `waits_for`)."""
     groups: dict[int, list[Path]] = {}
     for f in run_order(files):
         groups.setdefault(phase_of(f), []).append(f)
@@ -653,7 +654,6 @@ def run_batch(param_files: list[str], *, serve: bool = False, output_dir: str | 
             env = limit_environment(limits, slots_dir)
             print("calls in flight at most: " + ", ".join(f"{n} to {url}" for url, n in sorted(limits.items())),
                   flush=True)
-
 
         def run(f: Path, prefix: str) -> tuple[bool, Path | None, list[Path]]:
             return _run_file(f, nb_dir, server_url, output_dir, html, progress_every, env, prefix, kernel_server)

@@ -85,9 +85,7 @@ class ForkedKernelProcess:
         if self.returncode is None:
             try:
                 os.kill(self.pid, 0)
-            except ProcessLookupError:
-                self.returncode = 0  # gone (the server reaps its children at once)
-            except PermissionError:  # pragma: no cover - the pid was reused by another user
+            except (ProcessLookupError, PermissionError):  # gone (the server reaps it at once), or reused
                 self.returncode = 0
         return self.returncode
 
@@ -160,9 +158,8 @@ class KernelServer:
                 self.process.wait(timeout=5)
             except (OSError, subprocess.TimeoutExpired):
                 self.process.kill()
-        for stream in (self.process.stdout,):
-            if stream:
-                stream.close()
+        if self.process.stdout:
+            self.process.stdout.close()
 
     def __enter__(self) -> "KernelServer":
         return self

