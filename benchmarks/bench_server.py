@@ -2,11 +2,17 @@
 
     .venv/bin/python benchmarks/bench_server.py [--concurrency 1 4 8] [--max-tokens 64]
     .venv/bin/python benchmarks/bench_server.py --engine llama-cpp-python   # the server evekit used before
+    .venv/bin/python benchmarks/bench_server.py --weights packaged         # the Q4_1 file, not its BF16 rewrite
+    .venv/bin/python benchmarks/bench_server.py --long-prompts             # ~500 prompt tokens per request
 
 Each concurrency level sends the same 24 short EO questions (temperature 0, `--max-tokens`) from a
 thread pool of that size, after one warm-up request. `llama-server` is evekit's EmbeddedServer
 (`--parallel` slots, continuous batching); `llama-cpp-python` is llama-cpp-python's own server
 (`python -m llama_cpp.server`, which needs that package installed) for the before/after figures.
+`--weights packaged` serves the Q4_1 GGUF as installed instead of its BF16 rewrite
+(`evekit.server.served_model_path`). `--long-prompts` puts the other questions, twice, before each
+question (each prompt starts differently, so no cached prefix helps): the prompt-bound case of the
+multiple-choice notebooks, where the weights' format matters most.
 Memory is read from /proc/<pid>/status (VmHWM: the peak resident set of the server process).
 The load average is printed too: on a shared machine, compare runs made under similar load.
 """
@@ -22,7 +28,7 @@ from pathlib import Path
 
 from openai import OpenAI
 
-from evekit.server import EmbeddedServer
+from evekit.server import EmbeddedServer, default_model_path, served_model_path
 
 QUESTIONS = [
     "What does Sentinel-1 measure?",
@@ -79,18 +85,27 @@ def vm_hwm_mb(pid: int) -> float:
     return float("nan")
 
 
-def run_level(client: OpenAI, model: str, concurrency: int, max_tokens: int) -> dict:
-    def ask(question: str) -> int:
+def prompts(long: bool) -> list[str]:
+    if not long:
+        return QUESTIONS
+    return [" ".join((QUESTIONS[i + 1:] + QUESTIONS[:i]) * 2) + "\n\nAnswer this one: " + q
+            for i, q in enumerate(QUESTIONS)]
+
+
+def run_level(client: OpenAI, model: str, concurrency: int, max_tokens: int, long: bool) -> dict:
+    def ask(question: str) -> tuple[int, int]:
         r = client.chat.completions.create(model=model, max_tokens=max_tokens, temperature=0,
                                            messages=[{"role": "user", "content": question}])
-        return r.usage.completion_tokens
+        return r.usage.prompt_tokens, r.usage.completion_tokens
 
     started = time.monotonic()
     with ThreadPoolExecutor(max_workers=concurrency) as pool:
-        tokens = sum(pool.map(ask, QUESTIONS))
+        counts = list(pool.map(ask, prompts(long)))
     seconds = time.monotonic() - started
-    return {"concurrency": concurrency, "requests": len(QUESTIONS), "completion_tokens": tokens,
-            "seconds": round(seconds, 2), "requests_per_second": round(len(QUESTIONS) / seconds, 2),
+    prompt_tokens, tokens = sum(c[0] for c in counts), sum(c[1] for c in counts)
+    return {"concurrency": concurrency, "requests": len(counts), "prompt_tokens": prompt_tokens,
+            "completion_tokens": tokens, "seconds": round(seconds, 2),
+            "requests_per_second": round(len(counts) / seconds, 2),
             "completion_tokens_per_second": round(tokens / seconds, 1)}
 
 
@@ -102,21 +117,28 @@ def main() -> None:
     parser.add_argument("--n-ctx", type=int, default=8192, help="context of one request")
     parser.add_argument("--parallel", type=int, default=4, help="llama-server slots")
     parser.add_argument("--threads", type=int, default=None, help="server threads (default: all cores)")
+    parser.add_argument("--weights", choices=["served", "packaged"], default="served",
+                        help="served: what EmbeddedServer loads (the BF16 rewrite); packaged: the Q4_1 file")
+    parser.add_argument("--long-prompts", action="store_true", help="~500 prompt tokens per request")
     args = parser.parse_args()
 
     cls = LlamaCppPythonServer if args.engine == "llama-cpp-python" else EmbeddedServer
     load_before = os.getloadavg()
     t0 = time.monotonic()
-    with cls(n_ctx=args.n_ctx, n_parallel=args.parallel, n_threads=args.threads, ready_timeout=300) as server:
+    model_path = served_model_path() if args.weights == "served" else default_model_path()
+    with cls(model_path, n_ctx=args.n_ctx, n_parallel=args.parallel, n_threads=args.threads,
+             ready_timeout=300) as server:
         ready = time.monotonic() - t0
         pid = server.process.pid
         idle_mb = vm_hwm_mb(pid)
         client = OpenAI(base_url=server.base_url, api_key="EMPTY", timeout=600, max_retries=0)
         client.chat.completions.create(model=server.model, max_tokens=8, temperature=0,
                                        messages=[{"role": "user", "content": "Hello"}])  # warm-up
-        levels = [run_level(client, server.model, c, args.max_tokens) for c in args.concurrency]
+        levels = [run_level(client, server.model, c, args.max_tokens, args.long_prompts) for c in args.concurrency]
         figures = {
             "engine": args.engine,
+            "weights": model_path.name,
+            "long_prompts": args.long_prompts,
             "parallel_slots": args.parallel if args.engine == "llama-server" else 1,
             "threads": server.n_threads,
             "ready_seconds": round(ready, 2),

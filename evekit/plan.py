@@ -316,8 +316,9 @@ def _judge_bound(run: Any, plan: RunPlan) -> None:
         for i, item in enumerate(waiting):
             case = judging.JudgeCase(**tasks.judge_case_fields(run.task, item, ""))
             request = GenerationRequest(messages=tuple(kind.render(case, i)), max_tokens=reply_tokens,
-                                        response_format=response_format("json_schema", kind.schema,
-                                                                        kind.schema_name))
+                                        response_format=response_format(
+                                            "json_schema", kind.request_schema(spec.reasoning_max_chars),
+                                            kind.schema_name))
             tokens += estimate_prompt_tokens(spec.model, request)[0] + run.max_tokens
         plan.bound[f"judge {spec.name}"] = (len(waiting), tokens, reply_tokens, _endpoint(spec.base_url), spec.model)
 

@@ -227,6 +227,7 @@ def ask_json(
     max_probe: int = 3,
     extract: Callable[[str], dict[str, Any] | None] | None = None,
     screen: Screen | None = None,
+    request_schema: dict[str, Any] | None = None,
 ) -> list[JsonAnswer]:
     """Ask a model for one JSON object per conversation, whatever structured output it supports.
 
@@ -260,6 +261,9 @@ def ask_json(
     `screen(parsed, reply)` may then name why a valid reply is still unusable (a copied template):
     that reply is treated like one failing the schema. A text parser may raise `UnusableReply`.
 
+    `request_schema` is the schema the JSON methods send (default: `schema`), for a bound the
+    server's grammar should enforce but a reply need not meet (a justification's `maxLength`).
+
     `api="completions"` sends the messages joined into one prompt and uses only "text".
     """
     msgs = [tuple(dict(m) for m in conv) for conv in messages]
@@ -275,7 +279,7 @@ def ask_json(
     keys = ", ".join(f'"{k}"' for k in schema.get("properties", {}))
 
     def call(idxs: list[int], method: str, extra: dict[int, tuple[dict, ...]] | None = None) -> dict[int, _Attempt]:
-        fmt = response_format(method, schema, name)
+        fmt = response_format(method, request_schema or schema, name)
         reqs = []
         for i in idxs:
             conv = msgs[i] + (extra or {}).get(i, ())

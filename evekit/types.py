@@ -136,9 +136,16 @@ class JudgeSpec:
     # Longest verdict reply, in tokens (None: JUDGE_MAX_TOKENS). A small model that rambles
     # without a verdict costs this much per call; a reply cut short gets the kind's reminder.
     max_tokens: int | None = None
+    # Longest justification, in characters, that the judge may write before its verdict (None: no
+    # bound). It is put into the JSON schema the request sends (`maxLength`), so a server whose
+    # structured output is a grammar (llama.cpp, vLLM) closes the text there and writes the
+    # verdict, instead of rambling into `max_tokens` with none. Replies are still validated
+    # without it; a server that rejects the keyword gets the next structured-output method.
+    reasoning_max_chars: int | None = None
 
     # The keys a judge entry may have (the parameter contract).
-    KEYS = ("name", "model", "base_url", "api_key_env", "temperature", "api", "concurrency", "max_tokens")
+    KEYS = ("name", "model", "base_url", "api_key_env", "temperature", "api", "concurrency", "max_tokens",
+            "reasoning_max_chars")
 
     @classmethod
     def from_dict(cls, d: "dict[str, Any] | JudgeSpec") -> "JudgeSpec":
@@ -160,7 +167,7 @@ class JudgeSpec:
         missing = [k for k in ("name", "model", "base_url") if not d.get(k)]
         if missing:
             raise ValueError(f"judge {d!r} is missing {', '.join(missing)}")
-        for key in ("concurrency", "max_tokens"):
+        for key in ("concurrency", "max_tokens", "reasoning_max_chars"):
             value = d.get(key)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
                 raise ValueError(f"judge {d.get('name')!r}: {key} must be a positive integer, got {value!r}")
@@ -173,4 +180,5 @@ class JudgeSpec:
             temperature=d.get("temperature"),
             concurrency=d.get("concurrency"),
             max_tokens=d.get("max_tokens"),
+            reasoning_max_chars=d.get("reasoning_max_chars"),
         )

@@ -67,9 +67,9 @@ TASKS = {
 
 DEMO_JUDGES = [
     {"name": "smollm2-strict", "model": "smollm2-135m-instruct", "base_url": "http://127.0.0.1:8080/v1",
-     "api_key_env": None, "max_tokens": 192},
+     "api_key_env": None, "max_tokens": 192, "reasoning_max_chars": 300},
     {"name": "smollm2-sampled", "model": "smollm2-135m-instruct", "base_url": "http://127.0.0.1:8080/v1",
-     "api_key_env": None, "temperature": 0.7, "max_tokens": 192},
+     "api_key_env": None, "temperature": 0.7, "max_tokens": 192, "reasoning_max_chars": 300},
 ]
 
 # Demo values every notebook starts from instead of RunConfig's defaults: the embedded model, replayed

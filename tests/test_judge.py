@@ -620,3 +620,45 @@ def test_a_judge_max_tokens_that_is_not_a_positive_integer_is_a_parameter_error(
     spec = {"name": "j", "model": "m", "base_url": "http://x/v1", "api_key_env": None, "max_tokens": bad}
     with pytest.raises(ParameterError, match="judge 'j': max_tokens must be a positive integer"):
         J.validate_judges([spec])
+
+
+# ------------------------------------------------------------------- a judge's reasoning_max_chars
+
+def _sent_schema(request):
+    fmt = request.response_format
+    return fmt["json_schema"]["schema"] if fmt["type"] == "json_schema" else fmt["schema"]
+
+
+@pytest.mark.parametrize("kind, key", [("fact_check", "reasoning"), ("refusal", "reasoning"), ("pairwise", "rationale")])
+def test_reasoning_max_chars_bounds_the_justification_in_the_schema_a_request_sends(kind, key):
+    k = J.get_kind(kind)
+    bounded = k.request_schema(300)
+    assert bounded["properties"][key] == {"type": "string", "maxLength": 300}
+    assert {n: p for n, p in bounded["properties"].items() if n != key} == \
+        {n: p for n, p in k.schema["properties"].items() if n != key}
+    assert "maxLength" not in k.schema["properties"][key]  # the catalogue's schema is left as it was
+    assert k.request_schema(None) is k.schema
+
+
+@pytest.mark.parametrize("supports", [("json_schema", "json_object", "text"), ("json_object", "text")])
+def test_a_judge_entry_bounds_its_own_reasoning_and_long_replies_are_still_verdicts(supports):
+    long_reason = "the candidate states the 10 m resolution of the reference " * 20  # 1,180 characters
+    clients = {n: ScriptedClient(lambda req: reply(1, long_reason), supports=supports) for n in ("bounded", "free")}
+    specs = [{"name": "bounded", "model": "m", "base_url": "http://x/v1", "api_key_env": None,
+              "reasoning_max_chars": 300},
+             {"name": "free", "model": "m", "base_url": "http://x/v1", "api_key_env": None}]
+    df = JudgePanel(specs, "fact_check", clients=clients).judge(cases(3))
+    sent = [_sent_schema(r) for r in clients["bounded"].calls if r.response_format]
+    assert sent and all(s["properties"]["reasoning"]["maxLength"] == 300 for s in sent)
+    assert all("maxLength" not in _sent_schema(r)["properties"]["reasoning"]
+               for r in clients["free"].calls if r.response_format)
+    # The bound is the server's to enforce: a reply that ignores it is still judged, not refused.
+    assert df["judge_bounded"].tolist() == [1.0, 1.0, 1.0] == df["judge_free"].tolist()
+
+
+@pytest.mark.parametrize("bad", [0, -1, 2.5, "300", True])
+def test_a_reasoning_max_chars_that_is_not_a_positive_integer_is_a_parameter_error(bad):
+    from evekit.errors import ParameterError
+    spec = {"name": "j", "model": "m", "base_url": "http://x/v1", "api_key_env": None, "reasoning_max_chars": bad}
+    with pytest.raises(ParameterError, match="judge 'j': reasoning_max_chars must be a positive integer"):
+        J.validate_judges([spec])

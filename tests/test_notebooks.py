@@ -25,9 +25,9 @@ def _execute(notebook: str, out: Path, cwd: Path, **params) -> Path:
 def test_secret_key_never_reaches_any_output(tmp_path, monkeypatch):
     monkeypatch.setenv("EVEKIT_TEST_KEY", SENTINEL)
     judges = [{"name": "smollm2-strict", "model": "smollm2-135m-instruct", "base_url": "http://127.0.0.1:8080/v1",
-               "api_key_env": "EVEKIT_TEST_KEY", "max_tokens": 192},
+               "api_key_env": "EVEKIT_TEST_KEY", "max_tokens": 192, "reasoning_max_chars": 300},
               {"name": "smollm2-sampled", "model": "smollm2-135m-instruct", "base_url": "http://127.0.0.1:8080/v1",
-               "api_key_env": "EVEKIT_TEST_KEY", "temperature": 0.7, "max_tokens": 192}]
+               "api_key_env": "EVEKIT_TEST_KEY", "temperature": 0.7, "max_tokens": 192, "reasoning_max_chars": 300}]
     out = tmp_path / "outputs"
     executed = _execute("open_ended", tmp_path, ROOT, api_key_env="EVEKIT_TEST_KEY", judges=judges,
                         output_dir=str(out))

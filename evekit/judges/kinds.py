@@ -168,6 +168,15 @@ class JudgeKind:
     extract: Callable[[str], dict[str, Any] | None] | None = None
     screen: Callable[[dict[str, Any], str], str | None] | None = None
 
+    def request_schema(self, reasoning_max_chars: int | None = None) -> dict[str, Any]:
+        """The schema a request sends: `schema`, with the justification bounded to
+        `reasoning_max_chars` characters when that is set (a judge entry's `reasoning_max_chars`)."""
+        if reasoning_max_chars is None:
+            return self.schema
+        properties = dict(self.schema["properties"])
+        properties[self.reasoning_key] = {**properties[self.reasoning_key], "maxLength": reasoning_max_chars}
+        return {**self.schema, "properties": properties}
+
     def value(self, parsed: dict[str, Any]) -> Any:
         """The verdict of a validated reply: 1.0 / 0.0 for binary kinds, else the label."""
         v = parsed[self.verdict_key]

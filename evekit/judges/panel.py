@@ -109,7 +109,8 @@ class JudgePanel:
                         temperature=self.temperature if spec.temperature is None else spec.temperature,
                         name=k.schema_name, text_parser=k.text_parser, normalize=k.normalize,
                         reminder=k.reminder, api=spec.api, desc=f"{k.desc} {spec.name}", max_probe=max_probe,
-                        extract=k.extract, screen=k.screen)
+                        extract=k.extract, screen=k.screen,
+                        request_schema=k.request_schema(spec.reasoning_max_chars))
 
     @staticmethod
     def unusable(spec: JudgeSpec, error: EndpointError, n: int) -> list[JsonAnswer]:
