@@ -85,10 +85,12 @@ def vm_hwm_mb(pid: int) -> float:
     return float("nan")
 
 
-def prompts(long: bool) -> list[str]:
+def prompts(long: bool, level: int) -> list[str]:
+    """The questions; long: each after all the others, twice. Each level's prompts start with its
+    own number, so no level reads prompts a level before it left in the server's prompt cache."""
     if not long:
-        return QUESTIONS
-    return [" ".join((QUESTIONS[i + 1:] + QUESTIONS[:i]) * 2) + "\n\nAnswer this one: " + q
+        return [f"({level}) {q}" for q in QUESTIONS]
+    return [f"({level}) " + " ".join((QUESTIONS[i + 1:] + QUESTIONS[:i]) * 2) + "\n\nAnswer this one: " + q
             for i, q in enumerate(QUESTIONS)]
 
 
@@ -100,7 +102,7 @@ def run_level(client: OpenAI, model: str, concurrency: int, max_tokens: int, lon
 
     started = time.monotonic()
     with ThreadPoolExecutor(max_workers=concurrency) as pool:
-        counts = list(pool.map(ask, prompts(long)))
+        counts = list(pool.map(ask, prompts(long, concurrency)))
     seconds = time.monotonic() - started
     prompt_tokens, tokens = sum(c[0] for c in counts), sum(c[1] for c in counts)
     return {"concurrency": concurrency, "requests": len(counts), "prompt_tokens": prompt_tokens,

@@ -382,7 +382,7 @@ class ValidationRun:
         self.figures = {"accuracy_by_case.png": ax.figure}
         t = self.results
         ax2 = plots.proportion_hbar(t["accuracy"], t["accuracy_ci_low"], t["accuracy_ci_high"],
-                                    labels=t["judge"].replace({V.VOTE: "panel vote"}), ylabel="judge",
+                                    labels=t["judge"].replace({V.VOTE: "panel vote"}), n=t["n"], ylabel="judge",
                                     xlabel="accuracy against the expert labels (95% CI)",
                                     reference=self.majority_share, reference_label=(
                                         f"always the majority label ({self.majority_share:.0%})"),

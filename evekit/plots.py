@@ -83,19 +83,22 @@ def stacked_hbar(shares: pd.DataFrame, *, ax: Axes | None = None, colors: Sequen
 
 
 def proportion_hbar(values: Sequence[float], low: Sequence[float], high: Sequence[float], *,
-                    labels: Sequence[str], reference: float | None = None, reference_label: str = "",
-                    ax: Axes | None = None,
+                    labels: Sequence[str], n: Sequence[float] | None = None, reference: float | None = None,
+                    reference_label: str = "", ax: Axes | None = None,
                     title: str = "", xlabel: str = "", ylabel: str = "") -> Axes:
-    """Horizontal bars of proportions with confidence-interval whiskers and an optional reference line."""
+    """Horizontal bars of proportions with confidence-interval whiskers and an optional reference line;
+    `n` (the count behind each proportion) is printed beside its value."""
     values, low, high = (np.asarray(v, dtype=float) for v in (values, low, high))
     labels = [str(x) for x in labels]
+    counts = [None] * len(values) if n is None else list(n)
     ax = _axes(ax, 7.0, 1.4 + 0.5 * max(len(values), 1))
     y = np.arange(len(values))[::-1]
     err = np.vstack([np.nan_to_num(values - low), np.nan_to_num(high - values)])
     ax.barh(y, values, xerr=err, color="#4C72B0", capsize=4, ecolor="#333333")
-    for yi, v in zip(y, values):
+    for yi, v, k in zip(y, values, counts):
         if np.isfinite(v):
-            ax.text(0.01, yi, f"{v:.0%}", va="center", fontsize=9,
+            text = f"{v:.0%}" if k is None or not np.isfinite(k) else f"{v:.0%} (n={int(k)})"
+            ax.text(0.01, yi, text, va="center", fontsize=9,
                     bbox={"facecolor": "white", "edgecolor": "none", "pad": 1.5, "alpha": 0.8})
     if reference is not None:
         ax.axvline(reference, color="#C44E52", linestyle="--", linewidth=1, label=reference_label or f"{reference:g}")

@@ -24,6 +24,15 @@ def llama_server_pids(parent: int | None = None) -> set[int]:
     return {int(p) for p in out.split()}
 
 
+def default_sigint() -> None:
+    """For `preexec_fn`: Ctrl-C's default action in a child a test interrupts. A shell without job
+    control starts background commands with SIGINT ignored, Python keeps that, and the Ctrl-C the
+    test sends would do nothing."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.fixture(scope="session")
 def embedded_server_process():
     """The running EmbeddedServer (`.base_url`, `.model`, `.process`); always stopped afterwards."""

@@ -98,6 +98,8 @@ def test_prose_judge_abstains_where_it_gives_no_verdict_and_rates_stay_empty():
     run = run_with({"prose": scripted(prose, method="text")})
     r = row(run, "prose")
     assert (r["n"], r["abstained"]) == (27, 45)
+    bars = run.plots()["accuracy.png"].axes[0]  # the n behind each bar is on it: 27 of 72 decided
+    assert {t.get_text() for t in bars.texts} >= {"100% (n=27)"}
     assert r["accuracy"] == 1.0 and r["sensitivity"] == 1.0
     assert math.isnan(r["specificity"]) and math.isnan(r["specificity_ci_low"])  # no verdict on gold FAIL: empty
     assert math.isnan(r["kappa"])  # one verdict, one label on the items used: undefined, not 0

@@ -190,6 +190,8 @@ def test_the_scheduler_starts_each_file_when_its_needs_are_met_and_keeps_both_sl
 
 # -- Ctrl-C with --jobs 2 ----------------------------------------------------------------------
 def test_ctrl_c_with_jobs_stops_the_running_notebooks_at_once(tmp_path):
+    from conftest import default_sigint
+
     nb_dir = tmp_path / "notebooks"
     nb_dir.mkdir()
     pids = tmp_path / "pids"
@@ -205,7 +207,8 @@ def test_ctrl_c_with_jobs_stops_the_running_notebooks_at_once(tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "evekit.cli", "run", "--jobs", "2", "--no-html",
                              "--notebooks-dir", str(nb_dir), "--output-dir", str(tmp_path / "out"), *params],
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+                            env={**os.environ, "PYTHONPATH": str(ROOT)},
+                            preexec_fn=default_sigint)
     deadline = time.monotonic() + 120
     while len(list(pids.iterdir())) < 2 and time.monotonic() < deadline:
         time.sleep(0.2)

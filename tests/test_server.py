@@ -230,10 +230,10 @@ def test_evekit_serve_stops_cleanly_on_ctrl_c():
 
     if reason := _local_extra_missing():
         pytest.skip(reason)
-    from conftest import llama_server_pids
+    from conftest import default_sigint, llama_server_pids
 
     proc = subprocess.Popen([sys.executable, "-m", "evekit.cli", "serve"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint)
     try:
         line = proc.stdout.readline()  # blocks until ready (or failure)
         assert "serving model 'smollm2-135m-instruct' at http://127.0.0.1:" in line, proc.stderr.read()

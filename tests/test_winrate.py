@@ -545,6 +545,11 @@ def test_plots_have_labels_and_model_names(tmp_path):
         fig.savefig(path)
         assert path.stat().st_size > 0
         plt.close(fig)
+    bias = wr.plot_position_bias(comp).axes[0]
+    judges = comp.summary[comp.summary["kind"] != "average"].dropna(subset=["position_bias"])
+    assert [t.get_text() for t in bias.texts] == [f"{b:.0%} (n={int(v)})" for b, v in
+                                                  zip(judges["position_bias"], judges["position_votes"])]
+    plt.close(bias.figure)
     heat = wr.plot_agreement(comp)
     assert {t.get_text() for t in heat.axes[0].texts} >= {"1.00"}
     plt.close(heat)

@@ -186,7 +186,7 @@ def plot_position_bias(comp: Comparison) -> "Figure":
 
     s = comp.summary[comp.summary["kind"] != "average"].dropna(subset=["position_bias"])
     ax = plots.proportion_hbar(s["position_bias"], s["position_bias_ci_low"], s["position_bias_ci_high"],
-                               labels=s["judge"].replace(_AGGREGATE_LABELS), reference=0.5,
+                               labels=s["judge"].replace(_AGGREGATE_LABELS), n=s["position_votes"], reference=0.5,
                                reference_label="0.5 = no position bias", ylabel="judge",
                                xlabel="share of decisive verdicts for the answer shown first",
                                title=f"Position bias: {comp.name_a} vs {comp.name_b}")
