@@ -159,11 +159,12 @@ def _embeddings_cache_path() -> Any:
     import os
     from pathlib import Path
 
+    from evekit.paths import user_cache_dir
+
     value = os.environ.get(EMBEDDINGS_CACHE_ENV)
     if value is not None:
         return None if value.strip().lower() in ("", "off", "0", "false") else Path(value)
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "evekit" / "embeddings.sqlite"
+    return user_cache_dir() / "embeddings.sqlite"
 
 
 def _embeddings_key() -> str:

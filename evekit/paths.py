@@ -1,4 +1,5 @@
-"""Where things are: the repository root and how a relative path given by a user is resolved.
+"""Where things are: the repository root, how a relative path given by a user is resolved, and
+the per-user cache folder.
 
 One rule everywhere (parameters, datasets, task files, batch runs): a relative path is taken
 from the working directory when it exists there, else from the repository root. So
@@ -11,9 +12,15 @@ import os
 import re
 from pathlib import Path
 
-__all__ = ["REPO_ROOT", "resolve_path", "display_path", "safe_name"]
+__all__ = ["REPO_ROOT", "resolve_path", "display_path", "safe_name", "user_cache_dir"]
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def user_cache_dir() -> Path:
+    """evekit's per-user cache folder: `${XDG_CACHE_HOME:-~/.cache}/evekit` (the embeddings cache,
+    the embedded model's BF16 rewrite; scripts/build_llama_server.py keeps its binary there too)."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "evekit"
 
 
 def resolve_path(path: str | os.PathLike[str]) -> Path:

@@ -33,6 +33,7 @@ import warnings
 from pathlib import Path
 
 from evekit.errors import ServerError
+from evekit.paths import user_cache_dir
 
 MODEL_NAME = "smollm2-135m-instruct"
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -100,11 +101,9 @@ def served_model_path() -> Path:
     the 4-bit value it was to within BF16's rounding. If the rewrite fails, the packaged file is
     served as it is, with a warning.
     """
-    if os.environ.get(MODEL_PATH_ENV):
-        return default_model_path()
     source = default_model_path()
-    if not source.is_file():
-        return source  # start() names the missing file
+    if os.environ.get(MODEL_PATH_ENV) or not source.is_file():
+        return source  # the user's file as it is; a missing one start() names
     digest = hashlib.sha256()
     with open(source, "rb") as f:
         for block in iter(lambda: f.read(1 << 22), b""):
@@ -128,9 +127,7 @@ def model_cache_dir() -> Path:
     """Where the BF16 rewrite of the embedded model lives: `$EVEKIT_MODEL_CACHE`, else
     `${XDG_CACHE_HOME:-~/.cache}/evekit/models`."""
     root = os.environ.get("EVEKIT_MODEL_CACHE")
-    if root:
-        return Path(root)
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "evekit" / "models"
+    return Path(root) if root else user_cache_dir() / "models"
 
 
 def llama_server_binary() -> Path:

@@ -154,3 +154,13 @@ def test_the_embedded_server_runs_the_bf16_rewrite_of_the_packaged_model(embedde
     new = next(t for t in reader.tensors if t.name == "blk.0.attn_q.weight")
     exact, weights = dequantize(old.data, old.tensor_type), dequantize(new.data, Q.BF16)
     assert np.all(np.abs(weights - exact) <= BF16_STEP / 2 * np.abs(exact))
+
+
+def test_without_evekit_model_cache_the_rewrite_goes_to_the_user_cache(packaged, tmp_path, monkeypatch):
+    from evekit import metrics
+
+    monkeypatch.delenv("EVEKIT_MODEL_CACHE")
+    monkeypatch.delenv(metrics.EMBEDDINGS_CACHE_ENV, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert server.served_model_path().parent == tmp_path / "xdg" / "evekit" / "models"
+    assert metrics._embeddings_cache_path() == tmp_path / "xdg" / "evekit" / "embeddings.sqlite"  # the same root
