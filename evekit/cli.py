@@ -42,7 +42,7 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from evekit.batch import run_batch
+    from evekit.batch.execute import run_batch
 
     # SIGTERM (kill, a CI timeout) unwinds like Ctrl-C, so the embedded server is stopped too.
     def terminate(signum: int, frame: object) -> None:
@@ -74,13 +74,13 @@ def _prepare(args: argparse.Namespace) -> int:
 
 
 def _plan(args: argparse.Namespace) -> int:
-    from evekit.plan import main as plan_main
+    from evekit.batch.plan import main as plan_main
 
     return plan_main(args.params, out=args.out, prices=args.prices, notebooks_dir=args.notebooks_dir)
 
 
 def _batch(args: argparse.Namespace) -> int:
-    from evekit.batchfile import main_export, main_import
+    from evekit.batch.batchfile import main_export, main_import
 
     if args.batch_command == "export":
         return main_export(args.params, args.out, model=args.model, notebooks_dir=args.notebooks_dir)

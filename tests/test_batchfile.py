@@ -15,7 +15,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from evekit import batchfile, cli, plan
+from evekit import cli
+from evekit.batch import batchfile, plan
 from evekit.cache import ResponseCache, cache_key
 from evekit.client import ModelClient, request_body
 from evekit.errors import BatchFileError, ParameterError

@@ -5,7 +5,6 @@ we know a library decides at import time from its surroundings, and every output
 """
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -88,14 +87,14 @@ def _probe_batch(tmp_path: Path, fresh: bool) -> dict[str, list[tuple[str, str]]
 def test_a_forked_kernel_gives_the_same_outputs_as_a_fresh_one(tmp_path, monkeypatch):
     monkeypatch.delenv("EVEKIT_FRESH_KERNELS", raising=False)
     started = []
-    real_spawn = __import__("evekit.kernels", fromlist=["KernelServer"]).KernelServer.spawn
+    real_spawn = __import__("evekit.batch.kernels", fromlist=["KernelServer"]).KernelServer.spawn
 
     def spawn(self, *args, **kw):
         pid = real_spawn(self, *args, **kw)
         started.append(pid)
         return pid
 
-    monkeypatch.setattr("evekit.kernels.KernelServer.spawn", spawn)
+    monkeypatch.setattr("evekit.batch.kernels.KernelServer.spawn", spawn)
     forked = _probe_batch(tmp_path, fresh=False)
     assert len(started) == 2                                  # both kernels came from the server
     fresh = _probe_batch(tmp_path, fresh=True)
@@ -112,14 +111,14 @@ def test_a_kernel_server_that_cannot_start_falls_back_to_fresh_kernels(tmp_path,
     def broken(self, *args, **kw):
         raise RuntimeError("the kernel server exited")
 
-    monkeypatch.setattr("evekit.kernels.KernelServer.spawn", broken)
+    monkeypatch.setattr("evekit.batch.kernels.KernelServer.spawn", broken)
     forked = _probe_batch(tmp_path, fresh=False)
     assert "a kernel starts without the warm kernel server (the kernel server exited)" in capsys.readouterr().err
     assert set(forked) == {"probe.a", "probe.b"}
 
 
 def test_forked_kernel_process_handle_sees_the_kernel_die():
-    from evekit.kernels import ForkedKernelProcess
+    from evekit.batch.kernels import ForkedKernelProcess
 
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     handle = ForkedKernelProcess(child.pid)

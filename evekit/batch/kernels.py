@@ -49,7 +49,7 @@ INLINE_BACKEND = "module://matplotlib_inline.backend_inline"
 FRESH_ENV = "EVEKIT_FRESH_KERNELS"
 # Run in each forked kernel once it is up (`IPKernelApp.exec_lines`: not an executed cell, so no
 # execution count and no output).
-_KERNEL_EXEC_LINE = "import evekit.kernels as _evekit_k; _evekit_k.kernel_fixups(); del _evekit_k"
+_KERNEL_EXEC_LINE = "import evekit.batch.kernels as _evekit_k; _evekit_k.kernel_fixups(); del _evekit_k"
 
 
 def kernel_fixups() -> None:
@@ -118,7 +118,7 @@ class KernelServer:
 
     def __init__(self, python: str | None = None) -> None:
         env = {**os.environ, "MPLBACKEND": os.environ.get("MPLBACKEND") or INLINE_BACKEND}
-        self.process = subprocess.Popen([python or sys.executable, "-m", "evekit.kernels"],
+        self.process = subprocess.Popen([python or sys.executable, "-m", "evekit.batch.kernels"],
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env,
                                         text=True, bufsize=1)
         self._lock = threading.Lock()
@@ -285,6 +285,108 @@ def serve() -> None:
             _become_kernel(request)
         out.write(json.dumps({"pid": pid}) + "\n")
         out.flush()
+
+
+# -- the kernel managers of `evekit run` -----------------------------------
+# What the kernel process writes to its stderr that says nothing to the user of `evekit run`: the
+# transport warning (the kernel listens on loopback only) and the shutdown noise.
+KERNEL_NOISE = ("Kernel is running over TCP without encryption", "KeyboardInterrupt caught in kernel")
+
+# Kernels alive in this process (their managers), so an interrupt can stop them at once: each
+# kernel runs in its own session and never sees the terminal's Ctrl-C.
+_LIVE_KERNELS: set[Any] = set()
+_LIVE_LOCK = threading.Lock()
+
+
+def stop_kernels() -> int:
+    """Kill every kernel this process started that is still alive; how many there were."""
+    import signal
+
+    with _LIVE_LOCK:
+        managers = list(_LIVE_KERNELS)
+    for km in managers:
+        provisioner = getattr(km, "provisioner", None)
+        pid = getattr(provisioner, "pgid", None) or getattr(provisioner, "pid", None)
+        if pid:
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except OSError:
+                pass
+    return len(managers)
+
+
+def _quiet_kernel_manager(stderr_path: str, env: dict[str, str] | None = None,
+                          kernel_server: Any = None) -> type:
+    """A kernel manager whose kernel writes its stderr to the file `stderr_path` (read back after
+    the run by `forward_kernel_stderr`, which drops `KERNEL_NOISE` and passes everything else on)
+    and, with `env`, starts with these variables added to this process's environment (each kernel
+    its own: notebooks run side by side must not share one os.environ). With `kernel_server`
+    (`evekit.kernels.KernelServer`) the kernel is forked from it, its libraries already imported."""
+    from jupyter_client import AsyncKernelManager
+
+    class QuietKernelManager(AsyncKernelManager):
+        async def _async_start_kernel(self, **kw: Any) -> None:
+            if "stderr" not in kw:
+                kw["stderr"] = open(stderr_path, "a", encoding="utf-8")  # noqa: SIM115 - closed below
+            if env:
+                kw["env"] = {**kw.get("env", os.environ), **env}
+            with _LIVE_LOCK:
+                _LIVE_KERNELS.add(self)
+            try:
+                await super()._async_start_kernel(**kw)
+            finally:
+                if hasattr(kw["stderr"], "close"):
+                    kw["stderr"].close()  # the kernel has its own copy
+
+        start_kernel = _async_start_kernel
+
+        async def _async_launch_kernel(self, kernel_cmd: list[str], **kw: Any) -> None:
+            if kernel_server is None or not kernel_server.can_launch(kernel_cmd):
+                return await super()._async_launch_kernel(kernel_cmd, **kw)
+            pass  # ForkedKernelProcess: this module
+
+            kernel_env = dict(kw.get("env") or os.environ)
+            kernel_env["JPY_PARENT_PID"] = str(os.getpid())  # as jupyter_client's launcher sets it
+            try:
+                pid = kernel_server.spawn(kernel_cmd, kernel_env, kw.get("cwd"), stderr_path)
+            except (OSError, RuntimeError) as exc:  # the usual start: slower, the same kernel
+                print(f"evekit run: note: a kernel starts without the warm kernel server ({exc})", file=sys.stderr)
+                return await super()._async_launch_kernel(kernel_cmd, **kw)
+            provisioner = self.provisioner
+            assert provisioner is not None
+            provisioner.process = ForkedKernelProcess(pid)
+            provisioner.pid = provisioner.pgid = pid  # the fork leads its own session
+            self._reconcile_connection_info(provisioner.connection_info)
+
+        async def _async_cleanup_resources(self, restart: bool = False) -> None:
+            await super()._async_cleanup_resources(restart=restart)
+            with _LIVE_LOCK:
+                _LIVE_KERNELS.discard(self)
+
+    return QuietKernelManager
+
+
+def forward_kernel_stderr(text: str, stream: Any = None, prefix: str = "") -> None:
+    """The kernel's stderr minus the lines of `KERNEL_NOISE` (and the blank lines around them)."""
+    stream = stream or sys.stderr
+    kept = [line for line in text.splitlines() if line.strip() and not any(n in line for n in KERNEL_NOISE)]
+    for line in kept:
+        print(f"{prefix}  kernel: {line}", file=stream)
+
+
+
+def _start_kernel_server(fresh: bool) -> Any:
+    """The batch's warm kernel server, or None (asked not to, not POSIX, or it failed: kernels then
+    start the usual way, which is slower but the same)."""
+    pass  # KernelServer, fresh_kernels_requested: this module
+
+    if fresh or fresh_kernels_requested() or not hasattr(os, "fork"):
+        return None
+    try:
+        return KernelServer()
+    except (OSError, RuntimeError) as exc:
+        print(f"evekit run: note: kernels start without the warm kernel server ({exc})", file=sys.stderr)
+        return None
 
 
 if __name__ == "__main__":

@@ -33,7 +33,7 @@ from typing import Any, Sequence
 from evekit.cache import ResponseCache
 from evekit.errors import BatchFileError, EvekitError
 from evekit.paths import display_path
-from evekit.plan import PlannedCall, RunPlan, plan_files
+from evekit.batch.plan import PlannedCall, RunPlan, plan_files
 from evekit.types import GenerationResult
 
 __all__ = ["export_batch", "import_batch", "batch_line", "read_results", "ExportSummary", "ImportSummary"]

@@ -41,7 +41,7 @@ from typing import Any, Iterable, Sequence
 import pandas as pd
 import yaml
 
-from evekit.batch import SERVER_URL_PLACEHOLDER, check_param_files, load_params, notebook_defaults, notebook_name
+from evekit.batch.paramfiles import SERVER_URL_PLACEHOLDER, check_param_files, load_params, notebook_defaults, notebook_name
 from evekit.cache import ResponseCache, key_fields, key_of_fields
 from evekit.client import endpoint_path, request_body
 from evekit.errors import EvekitError, ParameterError
@@ -231,7 +231,7 @@ def plan_files(param_files: Iterable[str | Path], *, notebooks_dir: str | Path |
     notebook) before anything is planned, as `evekit run` does.
     """
     from evekit import tasks
-    from evekit.batch import run_order
+    from evekit.batch.schedule import run_order
     from evekit.run import TaskRun
 
     files = run_order([Path(p) for p in param_files])

@@ -1,0 +1,259 @@
+"""Executing parameter files with papermill: one file (`run_one`), and the whole batch (`run_batch`)."""
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import threading
+import time
+import traceback
+import uuid
+from pathlib import Path
+from typing import Any
+
+from evekit.batch.html import render_html, warm_html_exporter
+from evekit.batch.kernels import _quiet_kernel_manager, _start_kernel_server, forward_kernel_stderr
+from evekit.batch.paramfiles import check_param_files, load_params, notebook_defaults, notebook_name
+from evekit.batch.schedule import _run_scheduled, endpoint_limits, run_order, waits_for
+from evekit.paths import REPO_ROOT, display_path
+
+def saved_output_dirs(out_root: Path, execution: str) -> list[Path]:
+    """Folders the execution `execution` saved, from the run.json records its save steps wrote.
+
+    The runner sets `report.EXECUTION_ENV` for the notebook's kernel; every record carries it, so
+    outputs of earlier runs or of other notebooks in the same folder are not picked up.
+    """
+    from evekit.report import find_run_records
+
+    if not Path(out_root).exists():
+        return []
+    records, _ = find_run_records(out_root, execution=execution)
+    return [r.dir for r in records]
+
+
+
+PROGRESS_EVERY = 30.0  # seconds between the progress lines of a running notebook
+
+
+def format_elapsed(seconds: float) -> str:
+    """'45 s', '2 min 10 s', '1 h 3 min'."""
+    s = int(seconds)
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min {s % 60} s"
+    return f"{s // 3600} h {s % 3600 // 60} min"
+
+
+def notebook_progress(executed: Path) -> tuple[int, int] | None:
+    """(cell now running or last finished, number of cells) from the notebook papermill writes as
+    it goes (it saves the file when each cell starts and ends); None while it is unreadable."""
+    import nbformat
+
+    try:
+        nb = nbformat.read(executed, as_version=4)
+    except Exception:  # noqa: BLE001 - half-written: try again at the next tick
+        return None
+    cells = nb.cells
+    current = 0
+    for i, cell in enumerate(cells, 1):
+        status = cell.get("metadata", {}).get("papermill", {}).get("status")
+        if status == "running":
+            return i, len(cells)
+        if status in ("completed", "failed"):
+            current = i
+    return current, len(cells)
+
+
+class ProgressReporter:
+    """Prints '  … open_ended: 2 min 10 s, cell 9 of 25' every `every` seconds while a notebook runs."""
+
+    def __init__(self, label: str, executed: Path, every: float = PROGRESS_EVERY, prefix: str = "") -> None:
+        self.label, self.executed, self.every, self.prefix = label, executed, every, prefix
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name=f"progress-{label}", daemon=True)
+        self._started = time.monotonic()
+
+    def _loop(self) -> None:
+        last: tuple[int, int] | None = None
+        while not self._stop.wait(self.every):
+            last = notebook_progress(self.executed) or last
+            where = f", cell {last[0]} of {last[1]}" if last and last[0] else ", starting the kernel"
+            print(f"{self.prefix}  … {self.label}: {format_elapsed(time.monotonic() - self._started)}{where}", flush=True)
+
+    def __enter__(self) -> "ProgressReporter":
+        if self.every and self.every > 0:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+
+
+def run_one(params_file: Path, notebooks_dir: Path, server_url: str | None,
+            output_dir: str | None, html: bool,
+            progress_every: float = PROGRESS_EVERY, prefix: str = "",
+            env: dict[str, str] | None = None, kernel_server: Any = None) -> tuple[bool, list[Path], Path]:
+    """Execute one parameter file; (passed, folders its save steps wrote, run folder).
+
+    `prefix` starts every line this prints (the batch's parallel mode names the notebook there);
+    `env` is added to the kernel's environment; `kernel_server` (`evekit.kernels.KernelServer`)
+    forks the kernel instead of starting a new interpreter.
+    """
+    import papermill as pm
+
+    from evekit.report import EXECUTION_ENV, RUN_RECORD
+
+    name = notebook_name(params_file)
+    notebook = notebooks_dir / f"{name}.ipynb"
+    if not notebook.exists():
+        raise FileNotFoundError(f"{params_file}: no notebook {notebook}")
+    params = load_params(params_file, server_url)
+    if output_dir is not None:
+        params["output_dir"] = output_dir
+    defaults = notebook_defaults(notebook)
+    out_root = Path(params.get("output_dir", defaults.get("output_dir", "outputs")))
+    out_root = out_root if out_root.is_absolute() else REPO_ROOT / out_root
+    run_name = str(params.get("run_name", defaults.get("run_name", "demo")))
+    executed = out_root / run_name / "notebooks" / f"{params_file.stem}.ipynb"
+    executed.parent.mkdir(parents=True, exist_ok=True)
+    ok = True
+    # The kernel gets this environment variable; the records its save steps write carry it.
+    execution = f"{params_file.stem}-{uuid.uuid4().hex[:12]}"
+    kernel_env = {**(env or {}), EXECUTION_ENV: execution}
+    fd, kernel_stderr = tempfile.mkstemp(prefix="evekit-kernel-", suffix=".stderr")
+    os.close(fd)
+    try:
+        with ProgressReporter(params_file.stem, executed, progress_every, prefix):
+            pm.execute_notebook(str(notebook), str(executed), parameters=params, cwd=str(REPO_ROOT),
+                                kernel_name="python3", progress_bar=False, log_output=False,
+                                kernel_manager_class=_quiet_kernel_manager(kernel_stderr, kernel_env,
+                                                                           kernel_server))
+    except Exception as exc:  # papermill has written the notebook with its error banner
+        ok = False
+        message = str(exc).strip().splitlines()
+        print(f"{prefix}  FAILED: {notebook.name} with {params_file}: {message[-1] if message else exc!r}",
+              file=sys.stderr)
+    finally:
+        with open(kernel_stderr, encoding="utf-8", errors="replace") as stream:
+            forward_kernel_stderr(stream.read(), prefix=prefix)
+        os.unlink(kernel_stderr)
+    dirs = saved_output_dirs(out_root, execution)
+    if ok and not dirs:
+        print(f"{prefix}  note: {notebook.name} with {params_file} saved no outputs (no {RUN_RECORD} was written "
+              f"under {display_path(out_root)}); its report goes to {display_path(out_root / run_name / 'failed')}",
+              file=sys.stderr)
+    if html and executed.exists():
+        targets = dirs or [out_root / run_name / "failed" / params_file.stem]
+        for d in targets:
+            render_html(executed, d / "report.html", params_file=params_file, record_dir=d if dirs else None)
+    return ok, dirs, out_root / run_name
+
+
+
+def _run_file(f: Path, nb_dir: Path, server_url: str | None, output_dir: str | None, html: bool,
+              progress_every: float, env: dict[str, str], prefix: str,
+              kernel_server: Any = None) -> tuple[bool, Path | None, list[Path]]:
+    """One parameter file with its log lines: (passed, run folder, folders its save steps wrote)."""
+    t0 = time.monotonic()
+    print(f"{prefix}running {notebook_name(f)} with {f} ...", flush=True)
+    run_dir = None
+    try:
+        ok, dirs, run_dir = run_one(f, nb_dir, server_url, output_dir, html, progress_every, prefix, env,
+                                    kernel_server)
+    except Exception as exc:
+        ok, dirs = False, []
+        print(f"{prefix}  FAILED: {f}: {exc}", file=sys.stderr)
+        tb = traceback.format_exc().rstrip().splitlines()
+        print("\n".join(f"{prefix}{line}" for line in tb), file=sys.stderr)
+    for d in dirs:
+        print(f"{prefix}  -> {d}", flush=True)
+    print(f"{prefix}  {'ok' if ok else 'FAILED'} in {time.monotonic() - t0:.1f} s", flush=True)
+    return ok, run_dir, dirs
+
+
+
+def run_batch(param_files: list[str], *, serve: bool = False, output_dir: str | None = None,
+              html: bool = True, notebooks_dir: str | None = None,
+              progress_every: float = PROGRESS_EVERY, jobs: int = 1, fresh_kernels: bool = False) -> int:
+    """Run every parameter file; return a process exit code (0 only when all notebooks passed).
+
+    `jobs`: at most this many notebooks at the same time, each once the notebooks it waits for
+    (`waits_for`) have finished. Kernels are forked from a warm kernel server (`evekit.kernels`)
+    unless `fresh_kernels` (or EVEKIT_FRESH_KERNELS=1) asks for a new interpreter each.
+    """
+    import shutil
+
+    from evekit.endpoints import limit_environment
+    from evekit.report import write_index
+
+    if int(jobs) < 1:
+        raise ValueError(f"jobs must be >= 1, got {jobs}")
+    files = run_order([Path(p) for p in param_files])
+    nb_dir = Path(notebooks_dir) if notebooks_dir else REPO_ROOT / "notebooks"
+    problems = check_param_files(files, nb_dir)
+    if problems:
+        for problem in problems:
+            print(f"evekit run: {problem}", file=sys.stderr)
+        print(f"evekit run: nothing was run ({len(problems)} problem(s) in the parameter files)", file=sys.stderr)
+        return 2
+    server = None
+    failed: list[str] = []
+    run_dirs: set[Path] = set()
+    started = time.monotonic()
+    slots_dir = None
+    kernel_server = None
+    try:
+        # Its imports overlap the embedded server's start. One notebook gains nothing from it.
+        kernel_server = _start_kernel_server(fresh_kernels) if len(files) > 1 else None
+        if html:
+            warm_html_exporter()
+        server_url = None
+        if serve:
+            from evekit.server import EmbeddedServer, ServerError
+
+            server = EmbeddedServer()
+            try:
+                server.start()
+            except ServerError as exc:
+                print(f"evekit run: {exc}", file=sys.stderr)
+                return 1
+            server_url = server.base_url
+            os.environ["EVEKIT_SERVER_URL"] = server_url
+            print(f"embedded model {server.model} at {server_url}", flush=True)
+        limits = endpoint_limits(files, nb_dir, server_url)
+        env: dict[str, str] = {}
+        if limits:
+            slots_dir = Path(tempfile.mkdtemp(prefix="evekit-slots-"))
+            env = limit_environment(limits, slots_dir)
+            print("calls in flight at most: " + ", ".join(f"{n} to {url}" for url, n in sorted(limits.items())),
+                  flush=True)
+
+        def run(f: Path, prefix: str) -> tuple[bool, Path | None, list[Path]]:
+            return _run_file(f, nb_dir, server_url, output_dir, html, progress_every, env, prefix, kernel_server)
+
+        for f, ok, run_dir in _run_scheduled(files, waits_for(files, nb_dir, server_url), int(jobs), run):
+            if run_dir is not None:
+                run_dirs.add(run_dir)
+            if not ok:
+                failed.append(str(f))
+    finally:
+        if kernel_server is not None:
+            kernel_server.close()
+        if server is not None:
+            server.stop()
+            print("embedded server stopped", flush=True)
+        if slots_dir is not None:
+            shutil.rmtree(slots_dir, ignore_errors=True)
+    for run_dir in sorted(run_dirs):
+        index = write_index(run_dir, batch_runs=sorted(run_dirs))
+        print(f"index: {index}")
+    print(f"{len(files) - len(failed)} of {len(files)} notebooks passed in "
+          f"{time.monotonic() - started:.0f} s")
+    if failed:
+        print("failed: " + ", ".join(failed), file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,110 @@
+"""report.html: an executed notebook rendered without code, with a header naming the run."""
+from __future__ import annotations
+
+import json
+import re
+import threading
+from pathlib import Path
+from typing import Any
+
+from evekit.batch.paramfiles import notebook_name
+from evekit.paths import display_path
+
+# A reproduce line in a notebook's markdown: `papermill notebooks/x.ipynb out.ipynb -f params/...yaml`.
+_REPRODUCE = re.compile(r"(papermill\s+\S*?(?P<nb>[\w.-]+)\.ipynb\s+\S+\s+-f\s+)(?P<file>[^\s`'\"<>]+)")
+
+
+def report_identity(executed_notebook: Path, *, params_file: Path | None = None,
+                    record_dir: Path | None = None) -> dict[str, Any]:
+    """What a report is: run name, notebook, model, few-shot count (when it has one) and the
+    parameter file it ran with, from the run.json record and results.json of `record_dir`, then
+    the parameters papermill stored in the executed notebook."""
+    import nbformat
+
+    nb = nbformat.read(executed_notebook, as_version=4)
+    params = dict(nb.metadata.get("papermill", {}).get("parameters") or {})
+    record: dict[str, Any] = {}
+    results: dict[str, Any] = {}
+    if record_dir is not None:
+        from evekit.report import RUN_RECORD
+
+        for name, target in ((RUN_RECORD, record), ("results.json", results)):
+            try:
+                target.update(json.loads((Path(record_dir) / name).read_text()))
+            except (OSError, ValueError):
+                pass
+    res_params = results.get("params") or {}
+    notebook = record.get("notebook") or (notebook_name(params_file) if params_file else executed_notebook.stem)
+    fewshot = res_params.get("num_fewshot", params.get("num_fewshot"))
+    model = results.get("model") or params.get("model_name")
+    if record.get("kind") == "win_rate":
+        model = " vs ".join(str(m) for m in (params.get("model_a"), params.get("model_b")) if m) or model
+    if record.get("kind") == "judge_validation":  # judges measured, no model: name the judges
+        model = f"{record.get('judge_kind', '')} judges {', '.join(record.get('judges') or [])}".strip()
+    elif record.get("kind") == "ranking":
+        model = ", ".join(str(m) for m in record.get("models") or []) or model
+    return {"run_name": record.get("run_name") or params.get("run_name"), "notebook": notebook,
+            "kind": record.get("kind"), "model": model,
+            "num_fewshot": fewshot if isinstance(fewshot, int) and record.get("kind") != "summary" else None,
+            "params_file": display_path(params_file) if params_file is not None else None}
+
+
+def report_title(identity: dict[str, Any]) -> str:
+    """'demo-5shot · open_ended · smollm2-135m-instruct · 5-shot'."""
+    parts = [identity.get("run_name"), identity.get("notebook"), identity.get("model")]
+    if identity.get("num_fewshot") is not None:
+        parts.append(f"{identity['num_fewshot']}-shot")
+    return " · ".join(str(p) for p in parts if p)
+
+
+def render_html(executed_notebook: Path, html_path: Path, *, params_file: Path | None = None,
+                record_dir: Path | None = None) -> None:
+    """The executed notebook as HTML without code cells (what readers of the report need).
+
+    A header names the run, notebook, model and few-shot count, and how to reproduce it with the
+    parameter file it really ran with; reproduce lines in the notebook's own text are corrected
+    to that file (the notebook's text names its default parameter file).
+    """
+    import nbformat
+    from nbconvert import HTMLExporter
+    from nbformat.v4 import new_markdown_cell
+
+    nb = nbformat.read(executed_notebook, as_version=4)
+    identity = report_identity(executed_notebook, params_file=params_file, record_dir=record_dir)
+    title = report_title(identity) or html_path.parent.name
+    lines = [f"# {title}", ""]
+    facts = [f"run `{identity['run_name']}`" if identity.get("run_name") else None,
+             f"notebook `{identity['notebook']}`",
+             f"model `{identity['model']}`" if identity.get("model") else None,
+             f"{identity['num_fewshot']}-shot" if identity.get("num_fewshot") is not None else None]
+    lines.append(" · ".join(f for f in facts if f))
+    if identity.get("params_file"):
+        real = identity["params_file"]
+        lines += ["", f"Reproduce: `papermill notebooks/{identity['notebook']}.ipynb out.ipynb -f {real}`"
+                      + (" (with `evekit serve` running and `EVEKIT_SERVER_URL` exported, or "
+                         f"`evekit run --serve {real}`)" if "demo" in Path(real).parts else "")]
+        for cell in nb.cells:
+            if cell.cell_type == "markdown":
+                cell.source = _REPRODUCE.sub(
+                    lambda m: m.group(1) + real if m.group("nb") == identity["notebook"] else m.group(0), cell.source)
+    nb.cells.insert(0, new_markdown_cell("\n".join(lines)))
+    exporter = HTMLExporter(exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True)
+    body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": title}})
+    html_path.parent.mkdir(parents=True, exist_ok=True)
+    html_path.write_text(body, encoding="utf-8")
+
+
+def warm_html_exporter() -> threading.Thread:
+    """Import nbconvert and render one empty notebook in a background thread: the first report
+    costs about 2.5 s of imports and template loading, which this moves off the first notebook's
+    way (the thread runs while the first kernels start)."""
+    def warm() -> None:
+        from nbconvert import HTMLExporter
+        from nbformat.v4 import new_notebook
+
+        HTMLExporter(exclude_input=True).from_notebook_node(new_notebook())
+
+    thread = threading.Thread(target=warm, name="evekit-warm-html", daemon=True)
+    thread.start()
+    return thread
+
