@@ -74,7 +74,7 @@ def judged(items: int, concurrency: int) -> dict[str, float]:
     import pandas as pd
 
     from evekit import metrics
-    from evekit.run import TaskRun
+    from evekit.runs.task.run import TaskRun
 
     # The cosine metric embeds every answer on the CPU (seconds for 160 items on these cores), the
     # same work in both modes and no call: a constant stands in, so the figures are about the calls.

@@ -31,7 +31,7 @@ sys.path.insert(0, str(HERE.parent))
 import pandas as pd  # noqa: E402
 from stub_server import StubServer  # noqa: E402
 
-from evekit.ranking_run import RankingRun  # noqa: E402
+from evekit.runs.ranking import RankingRun  # noqa: E402
 
 
 def write_models(folder: Path, n_models: int, n_questions: int) -> tuple[list[dict], list[str]]:

@@ -91,6 +91,10 @@ def main(argv: list[str] | None = None) -> int:
     import evekit
 
     parser = argparse.ArgumentParser(prog="evekit", description=__doc__)
+    # What every command that reads parameter files takes: the files, and where the notebooks are.
+    files = argparse.ArgumentParser(add_help=False)
+    files.add_argument("params", nargs="+", help="YAML files named <notebook>[.<variant>].yaml")
+    files.add_argument("--notebooks-dir", default=None, help="where the notebooks are (default: the repo's)")
     parser.add_argument("--version", action="version", version=f"evekit {evekit.__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="{serve,run,plan,batch,prepare}")
 
@@ -107,14 +111,13 @@ def main(argv: list[str] | None = None) -> int:
                        help="seconds to wait for /health before giving up")
     serve.set_defaults(func=_serve)
 
-    run = sub.add_parser("run", help="run notebooks with papermill over parameter files",
+    run = sub.add_parser("run", parents=[files], help="run notebooks with papermill over parameter files",
                          description="Run each <notebook>[.<variant>].yaml with papermill: judge_validation, "
                                      "then task notebooks, then win_rate and ranking, then summary (with "
                                      "--jobs N, up to N notebooks at once, each as soon as the ones it needs "
                                      "have finished); render report.html next to each "
                                      "result and write outputs/<run_name>/index.html. Every file, notebook "
                                      "and parameter name is checked before anything runs.")
-    run.add_argument("params", nargs="+", help="YAML files named <notebook>[.<variant>].yaml")
     run.add_argument("--serve", action="store_true",
                      help="start the embedded server first; ${EVEKIT_SERVER_URL} in the YAML becomes its URL")
     run.add_argument("--jobs", "-j", type=_positive_int, default=1, metavar="N",
@@ -127,22 +130,19 @@ def main(argv: list[str] | None = None) -> int:
                           "server that imported pandas, scipy, matplotlib, seaborn and openai once; "
                           "also EVEKIT_FRESH_KERNELS=1)")
     run.add_argument("--output-dir", default=None, help="override output_dir of every run")
-    run.add_argument("--notebooks-dir", default=None, help="where the notebooks are (default: the repo's)")
     run.add_argument("--no-html", action="store_true", help="skip the HTML reports")
     run.add_argument("--progress-every", type=float, default=30.0, metavar="SECONDS",
                      help="seconds between the progress lines of a running notebook (0: none; default 30)")
     run.set_defaults(func=_run)
 
-    plan = sub.add_parser("plan", help="count, per run and endpoint, the calls, cached share, tokens and price",
+    plan = sub.add_parser("plan", parents=[files], help="count, per run and endpoint, the calls, cached share, tokens and price",
                           description="Without any network call: the model calls each parameter file's run "
                                       "would send (judge calls on answers not there yet as an upper bound), how "
                                       "many are cached, estimated prompt tokens, completion tokens bounded by "
                                       "max_tokens and the price from a price table. Printed, and written as CSV.")
-    plan.add_argument("params", nargs="+", help="YAML files named <notebook>[.<variant>].yaml")
     plan.add_argument("--out", default=None, help="CSV file (default: <output_dir>/plan.csv of the first run)")
     plan.add_argument("--prices", default=None,
                       help="price table, $ per million input/output tokens per model (default: params/prices.yaml)")
-    plan.add_argument("--notebooks-dir", default=None, help="where the notebooks are (default: the repo's)")
     plan.set_defaults(func=_plan)
 
     batch = sub.add_parser("batch", help="OpenAI Batch files: export uncached calls, import the results",
@@ -150,14 +150,12 @@ def main(argv: list[str] | None = None) -> int:
                                        "API, vLLM run_batch). A judged task takes two rounds: answers, then "
                                        "the judge calls on them; both commands say which round is next.")
     batch_sub = batch.add_subparsers(dest="batch_command", required=True, metavar="{export,import}")
-    export = batch_sub.add_parser("export", help="one Batch input line per call not in the runs' caches",
+    export = batch_sub.add_parser("export", parents=[files], help="one Batch input line per call not in the runs' caches",
                                   description="Write one OpenAI Batch input line (custom_id = the cache key, "
                                               "method, url, body) per call the runs would send that their "
                                               "caches do not answer, failed batch lines included.")
-    export.add_argument("params", nargs="+", help="YAML files named <notebook>[.<variant>].yaml")
     export.add_argument("--out", required=True, help="the Batch input file to write (.jsonl)")
     export.add_argument("--model", default=None, help="only the calls to this model (one model per hosted batch)")
-    export.add_argument("--notebooks-dir", default=None, help="where the notebooks are (default: the repo's)")
     export.set_defaults(func=_batch)
     imp = batch_sub.add_parser("import", help="load a Batch output file into the runs' caches",
                                description="Load a Batch output file (lines in any order) into the caches of "

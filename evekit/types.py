@@ -147,6 +147,11 @@ class JudgeSpec:
     KEYS = ("name", "model", "base_url", "api_key_env", "temperature", "api", "concurrency", "max_tokens",
             "reasoning_max_chars")
 
+    def concurrency_in(self, run_concurrency: int) -> int:
+        """Calls in flight to this judge: its entry's own `concurrency`, else the run's (the one rule,
+        for the panel's clients and the batch's endpoint limits)."""
+        return self.concurrency or run_concurrency
+
     @classmethod
     def from_dict(cls, d: "dict[str, Any] | JudgeSpec") -> "JudgeSpec":
         from evekit.errors import unknown_names

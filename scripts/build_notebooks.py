@@ -1,17 +1,15 @@
-"""Write the six task notebooks from one story, so they stay alike and thin.
+"""Write every notebook from one story per kind, so they stay alike and thin.
 
     python scripts/build_notebooks.py          # rewrites notebooks/<task>.ipynb without outputs
     python scripts/record_notebooks.py         # re-executes them for nbval (see that script)
 
-Edit the story here, not in the .ipynb files. The parameters cell is not written by hand: it is
-generated from `evekit.params.RunConfig` (name, default, `help`), with the demo values of DEMO and
-TASKS below as overrides.
+Edit the story here, not in the .ipynb files. No parameters cell is written by hand: each is
+generated from its kind's parameters (`evekit.runs.<kind>.params`: name, default, `help`; the
+registry `evekit.runs.registry.KINDS` says which), with the demo values below as overrides.
 """
 from __future__ import annotations
 
-import json
 import sys
-from dataclasses import MISSING
 from pathlib import Path
 
 import nbformat
@@ -19,8 +17,8 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script: evekit from this checkout
 
-from evekit.params import parameter_fields  # noqa: E402
 from evekit.paths import REPO_ROOT as ROOT  # noqa: E402
+from evekit.runs.registry import KINDS  # noqa: E402
 from evekit.tasks import TASKS as CATALOGUE  # noqa: E402
 
 TASKS = {
@@ -82,38 +80,12 @@ HEADER = ("# Parameters (papermill overrides these; see params/). Defaults repla
 COMMENT_COLUMN = 40  # where the comments start, as in the hand-written cells before
 
 
-def literal(value: object) -> str:
-    """Python source of a parameter value: strings in double quotes, judges one per line."""
-    if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)  # a JSON string is a valid Python literal
-    if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
-        return "[\n" + "".join(f"    {v!r},\n" for v in value) + "]"
-    return repr(value)
-
-
-def parameters_cell(notebook: str, values: dict, comments: dict | None = None, header: str = HEADER) -> str:
-    """The parameters cell: one line per RunConfig field of `notebook` ("task" or "custom"), its
-    value from `values` else RunConfig's default, its comment from `comments` else the field's help."""
-    comments = comments or {}
-    unknown = (set(values) | set(comments)) - {f.name for f in parameter_fields(notebook)}
-    if unknown:
-        raise ValueError(f"not RunConfig parameters of a {notebook} notebook: {sorted(unknown)}")
-    lines = [header]
-    for f in parameter_fields(notebook):
-        if f.name in values:
-            value = values[f.name]
-        elif f.default is not MISSING:
-            value = f.default
-        elif f.default_factory is not MISSING:
-            value = f.default_factory()
-        else:
-            raise ValueError(f"{notebook} notebook: {f.name} has no default; give it a demo value")
-        first, *rest = f"{f.name} = {literal(value)}".split("\n")
-        comment = comments.get(f.name, f.metadata.get("help"))
-        if comment:
-            first = f"{first:<{COMMENT_COLUMN - 1}} # {comment}" if len(first) < COMMENT_COLUMN - 1 else f"{first}  # {comment}"
-        lines += [first, *rest]
-    return "\n".join(lines)
+def parameters_cell(kind: str, values: dict, comments: dict | None = None, header: str = HEADER,
+                    variant: str | None = None) -> str:
+    """A notebook's parameters cell: one line per parameter of `kind` (and `variant`), its value from
+    `values` else the parameter's default, its comment from `comments` else the parameter's help."""
+    return KINDS[kind].params.parameters_cell(values, header=header, variant=variant, comments=comments,
+                                              column=COMMENT_COLUMN)
 
 
 def parameters_source(task: str, spec: dict) -> str:
@@ -121,7 +93,8 @@ def parameters_source(task: str, spec: dict) -> str:
     values = {**DEMO, "task": task, "dataset": f"data/{task}.jsonl", "max_tokens": spec["max_tokens"],
               "num_fewshot": spec["num_fewshot"], "limit": spec["limit"],
               "judges": DEMO_JUDGES if CATALOGUE[task].judge_kind else []}
-    return parameters_cell("task", values, {"dataset": f'a local file or a hub id such as "{CATALOGUE[task].hub_id}"'})
+    return parameters_cell("task", values, {"dataset": f'a local file or a hub id such as "{CATALOGUE[task].hub_id}"'},
+                           variant="task")
 
 
 
@@ -153,7 +126,7 @@ def build(task: str, spec: dict, *, intro: str | None = None, params: str | None
                           "Every metric comes with a 95% confidence interval; infrastructure "
                           "failures are excluded and counted, never scored as 0.")),
         code(params or parameters_source(task, spec), "parameters"),
-        code("from evekit.run import TaskRun\n\nrun = TaskRun.from_notebook(globals())\nrun.settings()"),
+        code("from evekit.runs.task import TaskRun\n\nrun = TaskRun.from_notebook(globals())\nrun.settings()"),
         new_markdown_cell("## Load\nRows in the task's schema (a hub id or a local file, same code path)."),
         code("items = run.load()\nprint(f\"{len(items)} items from {run.dataset}\")\nitems.head()"),
         new_markdown_cell("## What the model sees\nThe first prompt exactly as it is sent."),
@@ -208,16 +181,18 @@ def build(task: str, spec: dict, *, intro: str | None = None, params: str | None
 
 
 TASK_FILES = "None: the task file's"
+# The custom task notebook's comments where its task file decides.
+CUSTOM_COMMENTS = {"max_tokens": TASK_FILES, "num_fewshot": TASK_FILES, "split": TASK_FILES,
+                   "dataset": f"{TASK_FILES} (a local file or a hub id)", "input_column": f"{TASK_FILES} column mapping",
+                   "target_column": TASK_FILES, "judges": "for open_qa tasks: list of {name, model, base_url, api_key_env}"}
 CUSTOM_PARAMETERS = parameters_cell(
-    "custom",
+    "task",
     {**DEMO, "task_file": "params/examples/tasks/sentinel_missions.yaml", "split": None,
      "cache_dir": "tests/fixtures/custom_cache"},
-    {"max_tokens": TASK_FILES, "num_fewshot": TASK_FILES, "split": TASK_FILES,
-     "dataset": f"{TASK_FILES} (a local file or a hub id)", "input_column": f"{TASK_FILES} column mapping",
-     "target_column": TASK_FILES,
-     "judges": "for open_qa tasks: list of {name, model, base_url, api_key_env}"},
+    CUSTOM_COMMENTS,
     header="# Parameters (papermill overrides these; see params/examples/custom_task.*.yaml). Defaults replay a\n"
-           "# recorded run of the embedded model on the first example task, so this notebook runs anywhere, offline.")
+           "# recorded run of the embedded model on the first example task, so this notebook runs anywhere, offline.",
+    variant="custom")
 
 
 def build_custom() -> nbformat.NotebookNode:
@@ -240,60 +215,41 @@ def build_summary() -> nbformat.NotebookNode:
                           "of a run (and of `compare_runs`), shows the headline metric of each task with its "
                           "95% interval, tests whether two models differ on the items both answered, and "
                           "adds up the usage."),
-        code('''# Parameters (papermill overrides these; see params/demo/summary.yaml)
-run_name = "recorded"        # outputs/<run_name>/<model>/<task>/results.json
-compare_runs = []            # more runs to put on the same board, e.g. ["demo-5shot"]
-output_dir = "outputs"
-seed = 1234''', "parameters"),
-        code("from evekit import leaderboard as lb, plots\nfrom evekit.params import resolve_path\nfrom evekit.report import display_path\n\n"
-             "entries = lb.collect(resolve_path(output_dir), [run_name, *compare_runs])\n"
-             "print(f\"{len(entries)} results from runs {[run_name, *compare_runs]}\")\n"
-             "if lb.demo_model_note(entries):\n    print(lb.demo_model_note(entries))"),
+        code(parameters_cell("summary", {"run_name": DEMO["run_name"]},
+                             header="# Parameters (papermill overrides these; see params/demo/summary.yaml)"),
+             "parameters"),
+        code("from evekit.runs.summary import SummaryRun\n\nrun = SummaryRun.from_notebook(globals())\nrun.found()"),
         new_markdown_cell("## Leaderboard\nHeadline metric per task: value [95% CI]."),
-        code("board = lb.leaderboard(entries)\nlb.leaderboard_wide(board)"),
-        code("board.round(4)"),
-        code("figure = plots.leaderboard_chart(board) if len(board) else None"),
+        code("run.leaderboard_wide()"),
+        code("run.board_table()"),
+        code("figure = run.chart()"),
         new_markdown_cell("## Are two models different?\nOn the items both answered: McNemar's exact test "
                           "with a Bonett-Price 95% interval of the difference for 0/1 scores, a sign-flip "
                           "permutation test with a BCa interval otherwise; `p_holm` adjusts the p-values for "
                           "testing every pair (Holm)."),
-        code("tests = lb.paired_tests(entries, seed=seed)\n"
-             "tests.round(4) if len(tests) else print(\"Only one model per task: nothing to compare.\")"),
+        code("run.paired_tests()"),
         new_markdown_cell("## What can this many items detect?\nFor each task, the smallest difference in "
                           "its headline metric that a paired test of two models detects with 80% power at alpha "
                           "0.05, for its n: from the observed pairs of models, or, with one model, assuming a "
                           "second one of the same score that errs independently."),
-        code("detectable = lb.detectable_differences(entries)\n"
-             "for note in detectable[\"note\"]:\n    print(note)\n"
-             "# the sentences above say what each row means; mdd '–': no difference is detectable at that n\n"
-             "table = detectable[[\"task\", \"metric\", \"n\", \"mdd\"]].round(3)\n"
-             "table.astype(object).where(table.notna(), \"–\")"),
+        code("run.detectable()"),
         new_markdown_cell("## Ranking\nWhen the run has a ranking notebook's output (`ranking/<task>/`): its "
                           "pooled Bradley–Terry ratings on the Elo scale with 95% intervals over questions; rank = 1 + "
                           "the number of models whose interval lies entirely above."),
-        code("ranked = lb.rankings(resolve_path(output_dir), [run_name, *compare_runs])\n"
-             "ranked.drop(columns=\"folder\").round(1) if len(ranked) else print(\"No ranking in these runs.\")"),
+        code("run.rankings()"),
         new_markdown_cell("## Usage\nRequests sent, cache hits, tokens and seconds per run."),
-        code("# NBVAL_IGNORE_OUTPUT\n# (wall seconds differ from run to run)\nusage = lb.usage_totals(entries)\nusage"),
-        code("out = lb.save_summary(resolve_path(output_dir) / run_name / \"summary\", board, tests, usage, figure,\n"
-             "                      detectable=detectable)\nprint(f\"Saved outputs to {display_path(out)}\")"),
+        code("# NBVAL_IGNORE_OUTPUT\n# (wall seconds differ from run to run)\nrun.usage()"),
+        code("out = run.save()"),
     ]
     return notebook(cells)
 
 
 def build_judge_validation() -> nbformat.NotebookNode:
     """notebooks/judge_validation.ipynb: the judges measured against expert labels."""
-    from evekit.judge_validation import PARAMETER_HELP, parameter_defaults
-
-    demo = {**parameter_defaults(), "labels": "data/judge_validation/pointwise.jsonl", "judges": DEMO_JUDGES,
+    demo = {"labels": "data/judge_validation/pointwise.jsonl", "judges": DEMO_JUDGES, "both_orders": False,
             "concurrency": DEMO["concurrency"], "cache_dir": DEMO["cache_dir"], "run_name": DEMO["run_name"]}
-    assert set(PARAMETER_HELP) == set(demo), "every parameter needs its help line"
-    lines = ["# Parameters (papermill overrides these; see params/demo/judge_validation*.yaml). Defaults replay a\n"
-             "# recorded run of the embedded model as judge from a committed cache; set base_url in judges to call yours."]
-    for name, value in demo.items():
-        first, *rest = f"{name} = {literal(value)}".split("\n")
-        lines += [f"{first:<{COMMENT_COLUMN - 1}} # {PARAMETER_HELP[name]}" if len(first) < COMMENT_COLUMN - 1
-                  else f"{first}  # {PARAMETER_HELP[name]}", *rest]
+    header = ("# Parameters (papermill overrides these; see params/demo/judge_validation*.yaml). Defaults replay a\n"
+              "# recorded run of the embedded model as judge from a committed cache; set base_url in judges to call yours.")
     cells = [
         new_markdown_cell(
             "# Judge validation: can these judges be trusted?\n\nEvery open-ended score rests on LLM judges. "
@@ -304,8 +260,8 @@ def build_judge_validation() -> nbformat.NotebookNode:
             "abstentions with their reasons; per case type (paraphrase, units, injection, ...) where the judges "
             "go wrong. Batch: `papermill notebooks/judge_validation.ipynb out.ipynb -f "
             "params/demo/judge_validation.yaml`. The bundled set is `data/judge_validation/` (see its README)."),
-        code("\n".join(lines), "parameters"),
-        code("from evekit.judge_validation import ValidationRun\n\nrun = ValidationRun.from_notebook(globals())\n"
+        code(parameters_cell("judge_validation", demo, header=header), "parameters"),
+        code("from evekit.runs.judge_validation import ValidationRun\n\nrun = ValidationRun.from_notebook(globals())\n"
              "run.settings()"),
         new_markdown_cell("## Load\nThe labelled items per case type and label. The label is never shown to "
                           "the judges, nor the case type."),
@@ -342,32 +298,11 @@ def build_judge_validation() -> nbformat.NotebookNode:
 # The ranking notebook's demo: the recorded open_ended runs of the embedded model, zero-shot, five-shot
 # and zero-shot at temperature 0.7 (copied to tests/fixtures/ by scripts/record_notebooks.py).
 RANKING_DEMO = dict(
+    task="open_ended",
     models=[{"name": "smollm2-0shot", "file": "tests/fixtures/win_rate/open_ended_0shot.csv"},
             {"name": "smollm2-5shot", "file": "tests/fixtures/win_rate/open_ended_5shot.csv"},
             {"name": "smollm2-0shot-t0.7", "file": "tests/fixtures/ranking/open_ended_t07.csv"}],
     judges=DEMO_JUDGES, concurrency=4, cache_dir="tests/fixtures/recorded_cache", run_name="recorded")
-
-
-def ranking_parameters_cell(values: dict) -> str:
-    """The ranking notebook's parameters: one line per RankingConfig field, its demo value or default."""
-    from dataclasses import fields
-
-    from evekit.ranking_run.config import RankingConfig
-
-    unknown = set(values) - set(RankingConfig.names())
-    if unknown:
-        raise ValueError(f"not RankingConfig parameters: {sorted(unknown)}")
-    lines = [HEADER]
-    for f in fields(RankingConfig):
-        value = values[f.name] if f.name in values else f.default
-        if value is MISSING:
-            raise ValueError(f"ranking notebook: {f.name} has no default; give it a demo value")
-        first, *rest = f"{f.name} = {literal(value)}".split("\n")
-        comment = f.metadata.get("help")
-        if comment:
-            first = f"{first:<{COMMENT_COLUMN - 1}} # {comment}" if len(first) < COMMENT_COLUMN - 1 else f"{first}  # {comment}"
-        lines += [first, *rest]
-    return "\n".join(lines)
 
 
 def build_ranking() -> nbformat.NotebookNode:
@@ -390,8 +325,8 @@ def build_ranking() -> nbformat.NotebookNode:
             "`papermill notebooks/ranking.ipynb out.ipynb -f params/demo/ranking.yaml`. The default parameters "
             "rank three runs of the tiny SmolLM2-135M demo model judged by itself: they show that the pipeline "
             "works and are not a finding about any model."),
-        code(ranking_parameters_cell(RANKING_DEMO), "parameters"),
-        code("import pandas as pd\nfrom IPython.display import Markdown\n\nfrom evekit.ranking_run import RankingRun\n\n"
+        code(parameters_cell("ranking", RANKING_DEMO), "parameters"),
+        code("import pandas as pd\nfrom IPython.display import Markdown\n\nfrom evekit.runs.ranking import RankingRun\n\n"
              "pd.set_option(\"display.max_colwidth\", 160)\nrun = RankingRun.from_notebook(globals())\n"
              "if run.demo_note:\n    print(run.demo_note)\nrun.setup_table()"),
         new_markdown_cell("## Matching the models' answers\n\nRows are matched by question (whitespace-normalised) "
@@ -435,6 +370,70 @@ def build_ranking() -> nbformat.NotebookNode:
     return notebook(cells)
 
 
+# The win-rate notebook's demo: the recorded zero-shot and five-shot open_ended runs, judged as recorded
+# (the judges' replies bounded by judge_max_tokens, without a bound on their reasoning).
+WIN_RATE_DEMO = dict(
+    task="open_ended",
+    model_a=[{"name": "smollm2-0shot", "file": "tests/fixtures/win_rate/open_ended_0shot.csv"}],
+    model_b=[{"name": "smollm2-5shot", "file": "tests/fixtures/win_rate/open_ended_5shot.csv"}],
+    judges=[{k: v for k, v in j.items() if k not in ("max_tokens", "reasoning_max_chars")} for j in DEMO_JUDGES],
+    cache_dir=DEMO["cache_dir"], run_name=DEMO["run_name"])
+
+
+def build_win_rate() -> nbformat.NotebookNode:
+    cells = [
+        new_markdown_cell(
+            "# Win rate: which of two models answers better, according to LLM judges\n\n"
+            "Several LLM judges compare the answers of two models to the same Earth-Observation questions, one\n"
+            "question at a time, and say which answer is better (or that it is a tie). This follows EVE's\n"
+            "win-rate evaluation: **win rate** = wins / questions, **alpaca win rate** = (wins + ½ ties) / questions,\n"
+            "per judge and averaged across judges. It adds a **majority vote** of the judges, 95% Wilson intervals,\n"
+            "an exact **sign test** (is the difference more than chance?), and checks of two known judge biases:\n"
+            "**position bias** (preferring the answer shown first) and **length bias** (preferring the longer answer).\n\n"
+            "The answers are shown to the judges in a random order fixed by `seed` and the question, so reruns give\n"
+            "the same numbers. With `both_orders=True` each pair is judged in both orders and a verdict that flips\n"
+            "with the order counts as a tie. Answer pairs are matched by question; nothing is dropped silently: rows\n"
+            "that could not be matched or whose generation failed are listed below.\n\n"
+            "Run it top to bottom in JupyterLab, or in batch: `papermill notebooks/win_rate.ipynb out.ipynb -f "
+            "params/demo/win_rate.yaml`.\nThe default parameters compare two runs of the tiny SmolLM2-135M demo model "
+            "judged by itself: they show\nthat the pipeline works and are not a finding about any model."),
+        code(parameters_cell("win_rate", WIN_RATE_DEMO), "parameters"),
+        code("import pandas as pd\nfrom IPython.display import Markdown\n\nfrom evekit.runs.win_rate import WinRateRun\n\n"
+             "pd.set_option(\"display.max_colwidth\", 160)\nrun = WinRateRun.from_notebook(globals())\nrun.setup_table()"),
+        new_markdown_cell("## Matching the two models' answers\n\nRows are paired by question (whitespace-normalised). "
+                          "Pairs where either model's generation failed are\nexcluded (an infrastructure failure says "
+                          "nothing about the model); identical answers are a tie without a\njudge call. `limit` keeps "
+                          "the first N usable pairs."),
+        code("run.load()"),
+        new_markdown_cell("Rows left out of the comparison, with the reason:"),
+        code("left_out = run.unmatched_table()\n"
+             "left_out if len(left_out) else Markdown(\"Every row of both files was matched and usable.\")"),
+        new_markdown_cell("## Judging\n\nEach judge sees the question, the reference answer and the two answers, and "
+                          "replies with a short\nrationale and a winner (`A`, `B` or `tie`). A reply that is not one of "
+                          "these is recorded as a failed\ndecision and excluded, never counted as a tie or a loss."),
+        code("# NBVAL_IGNORE_OUTPUT\nrun.judge()"),
+        new_markdown_cell("## Win rates\n\nPer judge, the majority vote of the judges, and EVE's average across judges. "
+                          "In brackets: 95% Wilson\nintervals. *sign test p*: exact binomial test of wins against losses "
+                          "(ties left out); *better* names a\nmodel only when p < 0.05. *position bias*: share of decisive "
+                          "verdicts for the answer shown first (0.5 = none).\n*longer answer wins*: share of decisive "
+                          "verdicts, among answers of different length, that went to the longer\none. *judge agreement*: "
+                          "share of questions on which all judges gave the same verdict. *failed*: questions\nwithout a "
+                          "usable verdict (excluded)."),
+        code("run.summary_table()"),
+        new_markdown_cell("## Plots\n\nShare of questions won, tied and lost per judge; position bias with its 95% "
+                          "interval; how often each pair\nof judges agreed."),
+        code("run.plots()"),
+        new_markdown_cell("## What the judges said\n\nA few decisions with the judge's rationale (`shown_first`: the "
+                          "model whose answer was shown as A)."),
+        code("run.rationales(5)"),
+        new_markdown_cell("## Save\n\n`results.csv` (every judge decision), `summary.csv` (the table above in full), "
+                          "`unmatched.csv`,\n`agreement.csv`, `metrics.json` (EVE's metric names) and the plots, one "
+                          "folder per pair of models."),
+        code("saved = run.save()"),
+    ]
+    return notebook(cells)
+
+
 def main() -> int:
     only = set(sys.argv[1:])
     if not only or "judge_validation" in only:
@@ -446,6 +445,9 @@ def main() -> int:
     if not only or "ranking" in only:
         nbformat.write(build_ranking(), ROOT / "notebooks" / "ranking.ipynb")
         print("wrote notebooks/ranking.ipynb")
+    if not only or "win_rate" in only:
+        nbformat.write(build_win_rate(), ROOT / "notebooks" / "win_rate.ipynb")
+        print("wrote notebooks/win_rate.ipynb")
     if not only or "custom_task" in only:
         nbformat.write(build_custom(), ROOT / "notebooks" / "custom_task.ipynb")
         print("wrote notebooks/custom_task.ipynb")

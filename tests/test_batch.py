@@ -9,6 +9,7 @@ import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
 from evekit import batch
+from evekit.runs.registry import KINDS
 
 
 def _notebook(path: Path, body: str) -> None:
@@ -42,10 +43,10 @@ def test_server_url_placeholder_is_filled_in_everywhere(tmp_path):
         batch.load_params(f, None)
 
 
-SAVE = ("from pathlib import Path\nfrom evekit.report import write_run_record\n"
+SAVE = ("from pathlib import Path\nfrom evekit.runs.records import write_run_record\nfrom evekit.runs.registry import KINDS\n"
         "d = Path(output_dir) / run_name / 'x' / 'good'\n"
         "d.mkdir(parents=True, exist_ok=True)\n(d / 'results.json').write_text('{}')\n"
-        "write_run_record(d, kind='task', notebook='good', run_name=run_name, files=['results.json'])\n"
+        "write_run_record(d, kind=KINDS['task'], notebook='good', run_name=run_name, files=['results.json'])\n"
         "print(f'Saved outputs to {d}')")
 
 
@@ -74,14 +75,14 @@ def test_failed_notebook_is_named_exit_code_is_nonzero_and_others_still_run(tmp_
 
 
 def test_outputs_are_found_from_the_run_records_of_that_execution_only(tmp_path, capsys):
-    from evekit.report import RUN_RECORD, read_run_record, write_run_record
+    from evekit.runs.records import RUN_RECORD, read_run_record, write_run_record
 
     nb_dir = tmp_path / "notebooks"
     nb_dir.mkdir()
     out = tmp_path / "out"
     stale = out / "t" / "x" / "earlier"                                  # a record left by an earlier run
     stale.mkdir(parents=True)
-    write_run_record(stale, kind="task", notebook="good", run_name="t", files=[])
+    write_run_record(stale, kind=KINDS["task"], notebook="good", run_name="t", files=[])
     _notebook(nb_dir / "good.ipynb", SAVE)
     (tmp_path / "good.yaml").write_text("value: 3\n")
     ok, dirs, run_dir = batch.run_one(tmp_path / "good.yaml", nb_dir, None, str(out), html=True)
@@ -110,7 +111,8 @@ def test_notebook_that_saves_nothing_is_reported_clearly(tmp_path, capsys):
 
 
 def test_index_lists_results_with_intervals_and_failures(tmp_path):
-    from evekit.report import write_index, write_run_record
+    from evekit.batch.index import write_index
+    from evekit.runs.records import write_run_record
 
     run_dir = tmp_path / "demo"
     d = run_dir / "m" / "mcqa_single_answer"
@@ -119,14 +121,14 @@ def test_index_lists_results_with_intervals_and_failures(tmp_path):
         "task": "mcqa_single_answer", "model": "m", "n": 40, "n_unparsed": 3, "n_failed": 1,
         "metrics": {"acc": {"value": 0.55, "ci_low": 0.4, "ci_high": 0.7, "n": 39}}}))
     (d / "report.html").write_text("<html></html>")
-    write_run_record(d, kind="task", notebook="mcqa_single_answer", run_name="demo")
+    write_run_record(d, kind=KINDS["task"], notebook="mcqa_single_answer", run_name="demo")
     forgotten = run_dir / "m" / "no_record"                             # results without a record: not listed
     forgotten.mkdir()
     (forgotten / "results.json").write_text((d / "results.json").read_text().replace("mcqa_single_answer", "nope"))
     s = run_dir / "summary"
     s.mkdir()
     (s / "report.html").write_text("<html></html>")
-    write_run_record(s, kind="summary", notebook="summary", run_name="demo")
+    write_run_record(s, kind=KINDS["summary"], notebook="summary", run_name="demo")
     (run_dir / "broken").mkdir()
     (run_dir / "broken" / "run.json").write_text("{not json")
     page = write_index(run_dir).read_text()
@@ -139,17 +141,17 @@ def test_index_lists_results_with_intervals_and_failures(tmp_path):
 
 
 def test_run_record_schema(tmp_path):
-    from evekit.report import RUN_KINDS, read_run_record, write_run_record
+    from evekit.runs.records import read_run_record, write_run_record
 
     (tmp_path / "a.csv").write_text("x\n")
     (tmp_path / "report.html").write_text("")
-    path = write_run_record(tmp_path, kind="win_rate", notebook="win_rate", run_name="r", model_a="a")
+    path = write_run_record(tmp_path, kind=KINDS["win_rate"], notebook="win_rate", run_name="r", model_a="a")
     data = json.loads(path.read_text())
     assert {"kind", "notebook", "run_name", "output_dir", "files", "created"} <= set(data)
     assert data["files"] == ["a.csv"] and data["model_a"] == "a"       # None: every file there but report/run.json
     assert read_run_record(path).details["model_a"] == "a"
-    assert RUN_KINDS == ("task", "win_rate", "ranking", "summary", "judge_validation")
-    with pytest.raises(ValueError, match="use one of"):
+    assert set(KINDS) == {"task", "win_rate", "ranking", "summary", "judge_validation"}
+    with pytest.raises(TypeError, match="must be a RunKind"):
         write_run_record(tmp_path, kind="other", notebook="n", run_name="r")
 
 
@@ -251,11 +253,11 @@ def test_bad_parameter_files_stop_the_batch_before_anything_runs(tmp_path, capsy
 
 # -- what a report is, the batch's other runs, progress, the kernel's noise ---------------------------
 
-REPRO = ("from pathlib import Path\nfrom evekit.report import write_run_record\nimport json\n"
+REPRO = ("from pathlib import Path\nfrom evekit.runs.records import write_run_record\nfrom evekit.runs.registry import KINDS\nimport json\n"
          "d = Path(output_dir) / run_name / 'm' / 'open_ended'\nd.mkdir(parents=True, exist_ok=True)\n"
          "(d / 'results.json').write_text(json.dumps({'task': 'open_ended', 'model': 'my-model', 'n': 1,\n"
          "    'params': {'num_fewshot': num_fewshot}, 'metrics': {}}))\n"
-         "write_run_record(d, kind='task', notebook='open_ended', run_name=run_name, files=['results.json'])")
+         "write_run_record(d, kind=KINDS['task'], notebook='open_ended', run_name=run_name, files=['results.json'])")
 
 
 def _task_notebook(path: Path, body: str) -> None:
@@ -276,7 +278,7 @@ def test_report_names_its_run_model_fewshot_and_the_real_parameter_file(tmp_path
     nb_dir.mkdir()
     _task_notebook(nb_dir / "open_ended.ipynb", REPRO)
     f = tmp_path / "open_ended.5shot.yaml"
-    f.write_text("run_name: demo-5shot\nnum_fewshot: 5\n")
+    f.write_text("run_name: demo-5shot\nnum_fewshot: 5\nmodel_name: my-model\nbase_url: http://127.0.0.1:9/v1\n")
     ok, dirs, _ = batch.run_one(f, nb_dir, None, str(tmp_path / "out"), html=True, progress_every=0)
     assert ok and dirs
     html = (dirs[0] / "report.html").read_text()
@@ -290,8 +292,8 @@ def test_index_links_the_other_runs_of_the_batch(tmp_path):
     nb_dir = tmp_path / "notebooks"
     nb_dir.mkdir()
     _task_notebook(nb_dir / "open_ended.ipynb", REPRO)
-    (tmp_path / "open_ended.yaml").write_text("run_name: demo\n")
-    (tmp_path / "open_ended.5shot.yaml").write_text("run_name: demo-5shot\nnum_fewshot: 5\n")
+    (tmp_path / "open_ended.yaml").write_text("run_name: demo\nmodel_name: my-model\nbase_url: http://127.0.0.1:9/v1\n")
+    (tmp_path / "open_ended.5shot.yaml").write_text("run_name: demo-5shot\nnum_fewshot: 5\nmodel_name: my-model\nbase_url: http://127.0.0.1:9/v1\n")
     out = tmp_path / "out"
     code = batch.run_batch([str(tmp_path / "open_ended.yaml"), str(tmp_path / "open_ended.5shot.yaml")],
                            output_dir=str(out), notebooks_dir=str(nb_dir), progress_every=0)

@@ -21,7 +21,7 @@ from evekit.cache import ResponseCache, cache_key
 from evekit.client import ModelClient, request_body
 from evekit.errors import BatchFileError, ParameterError
 from evekit.paths import REPO_ROOT
-from evekit.run import TaskRun
+from evekit.runs.task.run import TaskRun
 from evekit.types import GenerationRequest, GenerationResult
 from stub_server import StubServer, answer_body
 
@@ -67,7 +67,12 @@ def write_params(folder: Path, base_url: str, cache_dir: Path, *, tasks=("mcqa_s
 
 
 def task_run(path: Path, *, offline: bool = False, without_judges: bool = False) -> TaskRun:
-    namespace = plan._task_namespace(path, REPO_ROOT / "notebooks")
+    import os
+
+    from evekit.batch.paramfiles import SERVER_URL_PLACEHOLDER, read_run_file
+
+    url = os.environ.get("EVEKIT_SERVER_URL") or SERVER_URL_PLACEHOLDER
+    namespace = dict(read_run_file(path, REPO_ROOT / "notebooks", url, check_files=False).injected)
     namespace["offline"] = offline
     if without_judges:  # only the model's answers (round 1 of a batch)
         namespace["judges"] = []

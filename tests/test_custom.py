@@ -21,9 +21,10 @@ from evekit.cache import ResponseCache, cache_key
 from evekit.custom import TaskFileError, load_task, task_from_dict
 from evekit.data import DataError
 from evekit.tasks import load_items
-from evekit.params import ParameterError, RunConfig
+from evekit.errors import ParameterError
+from evekit.runs.task.params import TaskParams as RunConfig
 from evekit.paths import REPO_ROOT as ROOT
-from evekit.run import TaskRun
+from evekit.runs.task.run import TaskRun
 from evekit.types import GenerationResult, Usage
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from scripted_client import ScriptedClient  # noqa: E402

@@ -25,6 +25,8 @@ import pandas as pd
 import pytest
 
 from evekit import report
+from evekit.runs import records
+from evekit.runs.task import files as task_files, results as task_results
 from evekit.paths import REPO_ROOT
 
 _STRINGS = {"type": "object", "additionalProperties": {"type": "string"}}
@@ -115,7 +117,7 @@ EEE_FACTS = {
 
 
 def _results(**params):
-    return report.build_results(
+    return task_results.build_results(
         task="mcqa_single_answer", model="m",
         samples=pd.DataFrame({"unparsed": [False, True, False], "failed": [False, False, False]}),
         metrics={"acc": {"value": 0.5, "ci_low": 0.1, "ci_high": 0.9, "n": 2},
@@ -153,7 +155,7 @@ def _assert_no_absolute_path(record: dict, *roots: Path) -> None:
 
 
 def test_hub_dataset_is_the_hf_dataset_variant():
-    record = report.to_eee(_results(split="test"), dataset="eve-esa/mcqa-single-answer")
+    record = task_results.to_eee(_results(split="test"), dataset="eve-esa/mcqa-single-answer")
     _check(record)
     for r in record["evaluation_results"]:
         assert r["source_data"] == {"dataset_name": "eve-esa/mcqa-single-answer", "source_type": "hf_dataset",
@@ -162,14 +164,14 @@ def test_hub_dataset_is_the_hf_dataset_variant():
 
 
 def test_hub_dataset_without_a_known_split_leaves_hf_split_out():
-    record = report.to_eee(_results(split=None), dataset="eve-esa/open-ended")
+    record = task_results.to_eee(_results(split=None), dataset="eve-esa/open-ended")
     _check(record)
     assert "hf_split" not in record["evaluation_results"][0]["source_data"]
 
 
 @pytest.mark.parametrize("given", ["data/mcqa_single_answer.jsonl", str(REPO_ROOT / "data/mcqa_single_answer.jsonl")])
 def test_local_dataset_in_the_repository_is_other_with_its_relative_path(given):
-    record = report.to_eee(_results(dataset=given), dataset=given)
+    record = task_results.to_eee(_results(dataset=given), dataset=given)
     _check(record)
     for r in record["evaluation_results"]:
         assert r["source_data"] == {
@@ -182,7 +184,7 @@ def test_local_dataset_outside_the_repository_keeps_only_its_file_name(tmp_path)
     data = tmp_path / "private" / "my_items.csv"
     data.parent.mkdir()
     data.write_text("question,answer\nq,a\n")
-    record = report.to_eee(_results(), dataset=str(data))
+    record = task_results.to_eee(_results(), dataset=str(data))
     _check(record)
     assert record["evaluation_results"][0]["source_data"] == {
         "dataset_name": "my_items.csv", "source_type": "other",
@@ -191,7 +193,7 @@ def test_local_dataset_outside_the_repository_keeps_only_its_file_name(tmp_path)
 
 
 def test_uncertainty_has_an_interval_only_with_numeric_bounds():
-    results = {r["evaluation_name"]: r for r in report.to_eee(_results(), dataset="x/y")["evaluation_results"]}
+    results = {r["evaluation_name"]: r for r in task_results.to_eee(_results(), dataset="x/y")["evaluation_results"]}
     assert results["acc"]["score_details"]["uncertainty"] == {
         "confidence_interval": {"lower": 0.1, "upper": 0.9, "confidence_level": 0.95, "method": "bootstrap"},
         "num_samples": 2}
@@ -201,7 +203,7 @@ def test_uncertainty_has_an_interval_only_with_numeric_bounds():
 
 def test_written_file_holds_a_record_that_meets_the_facts(tmp_path):
     samples = pd.DataFrame({"unparsed": [False, True, False], "failed": [False, False, False]})
-    out = report.write_run(tmp_path / "r", samples, _results(run_name="demo"), dataset=str(tmp_path / "d.jsonl"))
+    out = task_files.write_run(tmp_path / "r", samples, _results(run_name="demo"), dataset=str(tmp_path / "d.jsonl"))
     (line,) = (out / "results.eee.jsonl").read_text().splitlines()
     record = json.loads(line)
     _check(record)

@@ -47,20 +47,17 @@ def test_slots_are_exclusive_within_a_process_and_freed(tmp_path):
 
 
 def test_endpoint_limits_of_a_batch_take_judges_and_defaults_into_account(tmp_path):
-    nb_dir = tmp_path / "notebooks"
-    nb_dir.mkdir()
-    cell = new_code_cell('base_url = "http://m:1/v1"\nconcurrency = 6\njudges = []\noffline = False')
-    cell.metadata["tags"] = ["parameters"]
-    nb = new_notebook(cells=[cell])
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nbformat.write(nb, nb_dir / "open_ended.ipynb")
-    (tmp_path / "open_ended.yaml").write_text(
-        "judges:\n  - {name: a, base_url: 'http://j:1/v1'}\n  - {name: b, base_url: 'http://k:1/v1', concurrency: 2}\n")
-    (tmp_path / "open_ended.x.yaml").write_text("concurrency: 4\njudges: []\n")
-    (tmp_path / "open_ended.off.yaml").write_text("concurrency: 1\noffline: true\n")  # sends nothing
-    files = sorted(tmp_path.glob("*.yaml"))
-    assert batch.endpoint_limits(files, nb_dir, None) == {
-        "http://m:1/v1": 4, "http://j:1/v1": 6, "http://k:1/v1": 2}
+    from evekit.batch.paramfiles import read_run_file
+    from evekit.paths import REPO_ROOT
+
+    model = "model_name: m\nbase_url: 'http://m:1/v1'\n"
+    (tmp_path / "open_ended.yaml").write_text(  # the run's concurrency is the default, 8
+        model + "judges:\n  - {name: a, model: j, base_url: 'http://j:1/v1'}\n"
+        "  - {name: b, model: k, base_url: 'http://k:1/v1', concurrency: 2}\n")
+    (tmp_path / "open_ended.x.yaml").write_text(model + "concurrency: 4\njudges: []\n")
+    (tmp_path / "open_ended.off.yaml").write_text(model + "concurrency: 1\noffline: true\n")  # sends nothing
+    files = [read_run_file(f, REPO_ROOT / "notebooks", check_files=False) for f in sorted(tmp_path.glob("*.yaml"))]
+    assert batch.endpoint_limits(files) == {"http://m:1/v1": 4, "http://j:1/v1": 8, "http://k:1/v1": 2}
 
 
 WORKER = textwrap.dedent("""

@@ -14,7 +14,11 @@ from sklearn.metrics import cohen_kappa_score
 
 from evekit import structured as S
 from evekit.errors import DataError, ParameterError
-from evekit.judge_validation import ValidationRun, validate_params
+from evekit.runs.judge_validation import ValidationParams, ValidationRun
+
+
+def validate_params(**params):
+    return ValidationParams.from_dict(params)
 from evekit.judges import render_pairwise, render_pointwise
 from evekit.judges import validation as V
 from evekit.paths import REPO_ROOT as ROOT
@@ -192,7 +196,7 @@ def test_pairwise_perfect_judge_in_both_orders():
     ({"judge_kind": "facts"}, "judge_kind='facts' is not valid"),
     ({"limit": 0}, "limit=0 must be at least 1"),
     ({"labels": "nowhere.csv"}, "labels: file not found: nowhere.csv"),
-    ({"both_orders": True}, "both_orders=True applies to judge_kind='pairwise' only"),
+    ({"both_orders": "yes"}, "both_orders='yes' has type str; expected bool"),
     ({"judges": []}, "judges must be a non-empty list"),
 ])
 def test_bad_parameters_are_errors(params, message):
@@ -202,7 +206,7 @@ def test_bad_parameters_are_errors(params, message):
 
 
 def test_an_unknown_parameter_is_an_error():
-    from evekit.judge_validation import ValidationConfig
+    from evekit.runs.judge_validation import ValidationConfig
 
     ns = {"In": ["# Parameters\njudge_knd = 'fact_check'\n"], "judges": [{"name": "j", "model": "m", "base_url": "u"}]}
     with pytest.raises(ParameterError, match="judge_knd"):
@@ -252,7 +256,7 @@ def test_judge_trust_shows_validated_accuracy_and_warns_below_04(tmp_path):
 
 # ----------------------------------------------------------------------------- where scores are shown
 def test_task_judge_table_shows_trust_abstention_reasons_and_the_demo_judge(tmp_path, monkeypatch, capsys):
-    from evekit.run import TaskRun
+    from evekit.runs.task.run import TaskRun
 
     fooled = lambda it: 1 if it.case == "injection_attempt" else it.label  # noqa: E731
     validation = run_with({"careful": scripted(fooled), "smollm2-judge": scripted(lambda it: 1)},
@@ -273,7 +277,7 @@ def test_task_judge_table_shows_trust_abstention_reasons_and_the_demo_judge(tmp_
             return '{"reasoning": "<one or two sentences>", "verdict": 1}'
         return json.dumps({"reasoning": "matches the reference", "verdict": 1})
 
-    monkeypatch.setattr("evekit.client.ModelClient", lambda *a, **k: ScriptedClient(verdict))
+    monkeypatch.setattr(run, "client_factory", lambda *a, **k: ScriptedClient(verdict))
     run.load()
     run.generate()
     run.judge()
@@ -295,7 +299,7 @@ def test_task_judge_table_shows_trust_abstention_reasons_and_the_demo_judge(tmp_
 
 
 def test_a_missing_judge_validation_file_is_a_parameter_error(tmp_path):
-    from evekit.run import TaskRun
+    from evekit.runs.task.run import TaskRun
 
     with pytest.raises(ParameterError, match="judge_validation: file not found"):
         TaskRun.from_notebook({"task": "open_ended", "model_name": "m", "base_url": "http://x/v1",
@@ -304,7 +308,7 @@ def test_a_missing_judge_validation_file_is_a_parameter_error(tmp_path):
 
 def test_win_rate_judge_table_shows_abstention_reasons_and_pairwise_trust(tmp_path, capsys):
     import test_winrate as W
-    from evekit import winrate as wr
+    from evekit.runs import win_rate as wr
 
     validation = run_with({"j1": pair_judge(lambda it, a_first: "A"), "j2": pair_judge(
         lambda it, a_first: it.label if a_first else {"A": "B", "B": "A", "tie": "tie"}[it.label])},
@@ -312,9 +316,9 @@ def test_win_rate_judge_table_shows_abstention_reasons_and_pairwise_trust(tmp_pa
     qs = [f"q{i}: what is the revisit of mission {i}?" for i in range(4)]
     fa = W.write_csv(tmp_path / "a.csv", qs, [f"GOOD a {i}" for i in range(4)])
     fb = W.write_csv(tmp_path / "b.csv", qs, [f"b {i}" for i in range(4)])
-    cfg = wr.validate_params(model_a=[{"name": "a", "file": str(fa)}], model_b=[{"name": "b", "file": str(fb)}],
+    cfg = wr.validate_params(task="open_ended", model_a=[{"name": "a", "file": str(fa)}], model_b=[{"name": "b", "file": str(fb)}],
                              judges=W.judges("j1", "j2"), output_dir=str(tmp_path / "out"),
-                             judge_validation=str(validation))
+                             judge_validation=str(validation), both_orders=False)
 
     def decide(name, seen):  # j1 says "A is better" and names B: not a verdict
         if name == "j1":
@@ -328,10 +332,10 @@ def test_win_rate_judge_table_shows_abstention_reasons_and_pairwise_trust(tmp_pa
     out = capsys.readouterr().out
     assert table.loc["j1", "abstained"] == 4 and table.loc["j2", "abstained"] == 0
     assert table.loc["j1", "abstention reasons"] == "rationale names the other side: 4"
-    assert table.loc["j2", "validated accuracy"].startswith("100% [") and table.loc["j2", "validated kappa"] == "1.00"
+    assert table.loc["j2", "validated accuracy [95% CI]"].startswith("100% [") and table.loc["j2", "validated kappa"] == "1.00"
     assert "judge 'j1': kappa against the expert labels is" in out
     metrics = json.loads((run.save()[0] / "metrics.json").read_text())
     assert metrics["abstention_reasons"]["j1"] == {"rationale names the other side": 4}
     with pytest.raises(ParameterError, match="judge_validation: file not found"):
-        wr.validate_params(model_a=[{"name": "a", "file": str(fa)}], model_b=[{"name": "b", "file": str(fb)}],
+        wr.validate_params(task="open_ended", model_a=[{"name": "a", "file": str(fa)}], model_b=[{"name": "b", "file": str(fb)}],
                            judges=W.judges("j1"), judge_validation=str(tmp_path / "nope.json"))

@@ -18,7 +18,7 @@ import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
 from evekit import batch
-from evekit.report import EXECUTION_ENV
+from evekit.runs.records import EXECUTION_ENV
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -129,35 +129,40 @@ def test_forked_kernel_process_handle_sees_the_kernel_die():
 
 
 # -- the scheduler -----------------------------------------------------------------------------
-def _params_tree(tmp_path: Path, files: dict[str, str]) -> tuple[list[Path], Path]:
-    nb_dir = tmp_path / "notebooks"
-    nb_dir.mkdir()
-    for name in {f.split(".")[0] for f in files}:
-        _notebook(nb_dir / f"{name}.ipynb", "pass", "judge_validation = None\nrun_name = 't'")
+def _params_tree(tmp_path: Path, files: dict[str, str]) -> list:
+    from evekit.batch.paramfiles import read_run_file
+    from evekit.paths import REPO_ROOT
+
     paths = []
     for name, text in files.items():
         (tmp_path / name).write_text(text)
         paths.append(tmp_path / name)
-    return batch.run_order(paths), nb_dir
+    return batch.run_order([read_run_file(p, REPO_ROOT / "notebooks", check_files=False) for p in paths])
+
+
+JUDGE = "judges: [{name: j, model: m, base_url: 'http://127.0.0.1:9/v1'}]\n"
+MODEL = "model_name: m\nbase_url: 'http://127.0.0.1:9/v1'\n"
 
 
 def test_a_file_waits_for_what_it_reads_and_the_summary_for_everything(tmp_path):
     out = tmp_path / "outputs"
     jv_results = out / "t" / "judge_validation" / "fact_check" / "results.json"
     zero_shot = out / "t" / "m" / "open_ended" / "samples.csv"
-    files, nb_dir = _params_tree(tmp_path, {
-        "judge_validation.yaml": "run_name: t\n", "mcqa_single_answer.yaml": "run_name: t\n",
-        "open_ended.yaml": f"judge_validation: {jv_results}\n",
-        "ranking.yaml": f"models:\n  - {{name: a, file: {zero_shot}}}\n", "summary.yaml": "run_name: t\n"})
-    needs = batch.waits_for(files, nb_dir, None)
-    by = {f.name: f for f in files}
+    other = out / "t" / "x" / "open_ended" / "samples.csv"
+    files = _params_tree(tmp_path, {
+        "judge_validation.yaml": "run_name: t\n" + JUDGE, "mcqa_single_answer.yaml": "run_name: t\n" + MODEL,
+        "open_ended.yaml": f"judge_validation: {jv_results}\n" + MODEL,
+        "ranking.yaml": f"task: open_ended\nmodels:\n  - {{name: a, file: {zero_shot}}}\n  - {{name: b, file: {other}}}\n"
+                        + JUDGE, "summary.yaml": "run_name: t\n"})
+    needs = batch.waits_for(files)
+    by = {f.path.name: f.path for f in files}
     jv, mcqa, oe, rk, summary = (by[n] for n in ("judge_validation.yaml", "mcqa_single_answer.yaml",
                                                   "open_ended.yaml", "ranking.yaml", "summary.yaml"))
     assert needs[jv].met({}) and needs[mcqa].met({})               # they read nothing the batch writes
     assert not needs[oe].met({})                                     # it shows the judge validation
     assert needs[oe].met({jv: [jv_results.parent]})                  # ... which jv wrote
-    assert not needs[rk].met({jv: [jv_results.parent], mcqa: []})    # its answer file is not written yet
-    assert needs[rk].met({jv: [jv_results.parent], oe: [zero_shot.parent]})  # ... now it is: mcqa may still run
+    assert not needs[rk].met({jv: [jv_results.parent], mcqa: []})    # its answer files are not written yet
+    assert needs[rk].met({jv: [jv_results.parent], oe: [zero_shot.parent, other.parent]})  # now: mcqa may run
     assert not needs[summary].met({jv: [], mcqa: [], oe: [zero_shot.parent]})
     assert needs[summary].met({jv: [], mcqa: [], oe: [], rk: []})
     assert needs[rk].met({jv: [], mcqa: [], oe: []})                 # a failed producer: once all have run

@@ -8,7 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from evekit import leaderboard as lb
+from evekit.runs.summary import board as lb
+from evekit.runs.registry import KINDS
 
 
 def write(out: Path, model: str, task: str, metrics: dict, samples: pd.DataFrame, n: int | None = None,
@@ -30,14 +31,15 @@ def acc_run(out, model, acc, n_total=None, task="mcqa_single_answer"):
 
 
 def test_leaderboard_and_index_show_the_n_behind_the_headline(tmp_path):
-    from evekit.report import write_index, write_run_record
+    from evekit.batch.index import write_index
+    from evekit.runs.records import write_run_record
 
     acc = np.array([1.0] * 30 + [0.0] * 22 + [np.nan] * 9)  # 61 items, 9 failed: acc has n = 52
     acc_run(tmp_path, "m", acc)
     board = lb.leaderboard(lb.collect(tmp_path, ["run"]))
     assert board.loc[0, "n"] == 52 and board.loc[0, "items"] == 61
     d = tmp_path / "run" / "m" / "mcqa_single_answer"
-    write_run_record(d, kind="task", notebook="mcqa_single_answer", run_name="run")
+    write_run_record(d, kind=KINDS["task"], notebook="mcqa_single_answer", run_name="run")
     page = write_index(tmp_path / "run").read_text()
     assert "<td>52 of 61</td>" in page and "<td>61</td>" not in page
 
@@ -128,7 +130,7 @@ def test_a_set_too_small_to_separate_two_models_says_so(tmp_path):
 
 
 def test_summary_carries_the_demo_model_caveat_only_when_the_demo_model_is_on_the_board(tmp_path):
-    from evekit.server import DEMO_MODEL_NOTE, is_demo_model
+    from evekit.demo import DEMO_MODEL_NOTE, is_demo_model
 
     def entry(model):
         return lb.Entry("demo", model, "refusal", {"model": model}, tmp_path)
@@ -148,4 +150,4 @@ def test_summary_notebook_prints_the_caveat():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     source = "\n".join(c.source for c in module.build_summary().cells)
-    assert "lb.demo_model_note(entries)" in source
+    assert "run.found()" in source  # SummaryRun.found prints lb.demo_model_note(entries)

@@ -55,7 +55,7 @@ def test_notebook_runs_from_any_working_directory_and_report_matches_results(tmp
     acc = results["metrics"]["acc"]
     assert f"{acc['value']:.4f}".rstrip("0") in html
     assert acc["n"] == results["n"] - results["n_failed"] and results["n"] >= 40
-    from evekit.report import find_run_records
+    from evekit.runs.records import find_run_records
 
     (record,), _ = find_run_records(out)                                # the save step's hand-off
     assert (record.kind, record.notebook, record.run_name) == ("task", "mcqa_single_answer", "recorded")
@@ -129,7 +129,7 @@ def test_judge_validation_notebook_runs_and_writes_its_outputs(tmp_path):
     results = json.loads((out / "results.json").read_text())
     assert results["n"] == 6 and results["abstentions"]["echo"] == {"copied the template": 6}
     from evekit.batch import render_html
-    from evekit.report import find_run_records
+    from evekit.runs.records import find_run_records
 
     (record,), _ = find_run_records(tmp_path / "out")
     assert (record.kind, record.notebook) == ("judge_validation", "judge_validation")

@@ -4,7 +4,9 @@ from __future__ import annotations
 import pytest
 
 from evekit.client import ModelClient
-from evekit.params import ParameterError, RunConfig, resolve_path
+from evekit.errors import ParameterError
+from evekit.paths import resolve_path
+from evekit.runs.task.params import TaskParams as RunConfig
 
 BASE = {"task": "mcqa_single_answer", "model_name": "m", "base_url": "http://127.0.0.1:1/v1"}
 
@@ -79,31 +81,7 @@ def test_every_runconfig_field_has_a_help_line():
     assert all(f.metadata.get("help") for f in fields(RunConfig))
 
 
-@pytest.mark.parametrize("notebook", ["mcqa_single_answer", "mcqa_multiple_answer", "open_ended",
-                                      "open_ended_w_context", "refusal", "hallucination_detection", "custom_task"])
-def test_parameters_cell_is_generated_from_runconfig_and_matches_the_committed_notebook(notebook):
-    from dataclasses import fields
-
-    import nbformat
-
-    from evekit.params import parameter_fields
-    from evekit.paths import REPO_ROOT
-
-    bn = _build_notebooks()
-    kind = "custom" if notebook == "custom_task" else "task"
-    nb = bn.build_custom() if kind == "custom" else bn.build(notebook, bn.TASKS[notebook])
-    source = _parameters_cell(nb)
-    generated = _assignments(source)
-    names = [name for name, _ in generated]
-    assert names == [f.name for f in parameter_fields(kind)]            # each field once, nothing else
-    assert ({f.name for f in fields(RunConfig)} - set(names)
-            == ({"task"} if kind == "custom" else {"task_file"}))
-    if kind == "task":                                                   # the help is the comment
-        assert all(f.metadata["help"] in source for f in parameter_fields(kind))
-    if kind == "task":
-        RunConfig.from_namespace(dict(generated)).validate()             # the demo values are valid
-    committed = nbformat.read(REPO_ROOT / "notebooks" / f"{notebook}.ipynb", as_version=4)
-    assert dict(_assignments(_parameters_cell(committed))) == dict(generated)  # same names and values
+# The parameters cells of every notebook: tests/test_run_kinds.py.
 
 
 def test_unknown_judge_key_is_refused_with_a_did_you_mean():

@@ -21,9 +21,9 @@ from evekit.cache import ResponseCache, cache_key, key_fields
 from evekit.client import ModelClient
 from evekit.custom import TaskFileError, load_task, task_from_dict
 from evekit.errors import EndpointError, ParameterError, RowError
-from evekit.params import RunConfig
+from evekit.runs.task.params import TaskParams as RunConfig
 from evekit.paths import REPO_ROOT as ROOT
-from evekit.run import TaskRun
+from evekit.runs.task.run import TaskRun
 from evekit.types import GenerationRequest, GenerationResult
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -546,14 +546,15 @@ def test_embedded_server_returns_first_token_logprobs(embedded_server, tmp_path)
 
 def test_eee_record_carries_each_metric_range_and_direction():
     from evekit import report
+    from evekit.runs.task import results as task_results
 
-    results = report.build_results(
+    results = task_results.build_results(
         task="mcqa_single_answer", model="m",
         samples=pd.DataFrame({"unparsed": [False, False], "failed": [False, False]}),
         metrics={name: {"value": 0.3, "ci_low": 0.1, "ci_high": 0.5, "n": 2}
                  for name in ("acc", "mcc", "brier", "ece", "micro_f1")},
         usage={"requests": 2}, params={"api": "chat", "num_fewshot": 0})
-    got = {r["evaluation_name"]: r["metric_config"] for r in report.to_eee(results, dataset="x/y")["evaluation_results"]}
+    got = {r["evaluation_name"]: r["metric_config"] for r in task_results.to_eee(results, dataset="x/y")["evaluation_results"]}
     assert (got["acc"]["min_score"], got["acc"]["max_score"], got["acc"]["lower_is_better"]) == (0, 1, False)
     assert (got["mcc"]["min_score"], got["mcc"]["max_score"]) == (-1, 1)
     assert (got["brier"]["max_score"], got["brier"]["lower_is_better"]) == (2, True)
@@ -610,9 +611,10 @@ def test_example_parameter_files_are_valid(path):
     values = yaml.safe_load(path.read_text())
     notebook = path.name.split(".")[0]
     if notebook == "judge_validation":
-        from evekit.judge_validation import validate_params
+        from evekit.runs.judge_validation import ValidationParams
+        validate_params = ValidationParams.from_dict
 
-        validate_params(**values)
+        validate_params(values)
         return
     if notebook == "custom_task":
         values["task"] = load_task(values["task_file"]).name

@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from evekit.run import TaskRun
+from evekit.runs.task.run import TaskRun
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from stub_server import StubServer  # noqa: E402

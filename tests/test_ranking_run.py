@@ -17,10 +17,11 @@ import pytest
 import statsmodels.api as sm
 from scipy.stats import kendalltau
 
-from evekit import batch, leaderboard, ranking as R, structured
+from evekit import batch, ranking as R, structured
+from evekit.runs.summary import board as leaderboard
 from evekit.errors import ParameterError
 from evekit.paths import REPO_ROOT as ROOT
-from evekit.ranking_run import RankingConfig, RankingRun
+from evekit.runs.ranking import RankingConfig, RankingRun
 
 sys.path.insert(0, str(Path(__file__).parent))
 from scripted_client import ScriptedClient  # noqa: E402
@@ -97,7 +98,7 @@ def run_all(run: RankingRun) -> RankingRun:
 def ranking(tmp_path, models, respond_by_judge, **params) -> RankingRun:
     params.setdefault("n_boot", 100)
     params.setdefault("output_dir", str(tmp_path / "out"))
-    return run_all(RankingRun.from_params(clients=clients(respond_by_judge), models=models,
+    return run_all(RankingRun.from_params(clients=clients(respond_by_judge), task="open_ended", models=models,
                                           judges=judges(*respond_by_judge), **params))
 
 
@@ -177,7 +178,7 @@ def test_identical_answers_are_ties_without_a_call_and_failed_generations_sit_ou
 
 def test_max_pairs_per_question_limits_calls_as_printed(tmp_path, capsys):
     models = write_models(tmp_path, list(STRENGTH), 30)
-    run = RankingRun.from_params(clients=clients({"j": noisy_judge("j")}), models=models, judges=judges("j"),
+    run = RankingRun.from_params(clients=clients({"j": noisy_judge("j")}), task="open_ended", models=models, judges=judges("j"),
                                  max_pairs_per_question=2, both_orders=False, n_boot=50,
                                  output_dir=str(tmp_path / "out"))
     run.load()
@@ -229,7 +230,7 @@ def two(tmp_path):
 
 
 def _cfg(models, **kw):
-    return RankingConfig.from_dict({"models": models, "judges": judges("j"), **kw})
+    return RankingConfig.from_dict({"task": "open_ended", "models": models, "judges": judges("j"), **kw})
 
 
 def test_unknown_model_file_is_an_error_naming_the_model(two):
@@ -267,7 +268,7 @@ def test_unknown_parameter_is_an_error_with_did_you_mean(two):
 ])
 def test_bad_values_are_refused(two, kw, message):
     with pytest.raises(ParameterError, match=re.escape(message)):
-        RankingConfig.from_dict({"models": two, "judges": judges("j"), **kw})
+        RankingConfig.from_dict({"task": "open_ended", "models": two, "judges": judges("j"), **kw})
 
 
 def test_one_model_is_not_a_ranking(two):
@@ -331,7 +332,7 @@ def test_notebook_runs_against_stub_judges_and_evekit_run_renders_the_report(tmp
     params = tmp_path / "ranking.yaml"
     with StubServer(latency=0.0) as stub:
         params.write_text(yaml.safe_dump({
-            "models": models, "judges": [{"name": f"s{i}", "model": f"stub-{i}", "base_url": stub.base_url,
+            "task": "open_ended", "models": models, "judges": [{"name": f"s{i}", "model": f"stub-{i}", "base_url": stub.base_url,
                                           "api_key_env": None} for i in (1, 2)],
             "n_boot": 100, "cache_dir": str(tmp_path / "cache"), "output_dir": str(tmp_path / "out"),
             "run_name": "nb", "seed": 7}))
@@ -357,9 +358,9 @@ def test_ranking_with_the_embedded_model_as_judge_records_and_replays(embedded_s
     models = [{"name": "0shot", "file": str(fixtures / "open_ended_0shot.csv")},
               {"name": "5shot", "file": str(fixtures / "open_ended_5shot.csv")},
               {"name": "0shot-copy", "file": str(fixtures / "open_ended_0shot.csv")}]
-    params = dict(models=models, judges=[{"name": "smollm2", "model": "smollm2-135m-instruct",
+    params = dict(task="open_ended", models=models, judges=[{"name": "smollm2", "model": "smollm2-135m-instruct",
                                           "base_url": embedded_server}],
-                  limit=3, n_boot=50, max_tokens=128, max_retries=1, cache_dir=str(tmp_path / "cache"),
+                  limit=3, n_boot=50, judge_max_tokens=128, max_retries=1, cache_dir=str(tmp_path / "cache"),
                   output_dir=str(tmp_path / "out"))
     run = run_all(RankingRun.from_params(**params))
     b = run.battles
@@ -388,7 +389,7 @@ def test_judge_validation_shows_validated_accuracy_and_warns_on_low_kappa(tmp_pa
                   judge_validation=str(validation))
     table = run.judge_validation_table()
     out = capsys.readouterr().out
-    assert table.loc["j1", "validated accuracy"] == "75% [50%, 90%]" and table.loc["j1", "validated kappa"] == "0.62"
+    assert table.loc["j1", "validated accuracy [95% CI]"] == "75% [50%, 90%]" and table.loc["j1", "validated kappa"] == "0.62"
     assert table.loc["j3", "validated kappa"] == "–"
     assert (table["battles"] == 3 * 2 * 10).all()
     warnings = [line for line in out.splitlines() if line.startswith("Warning")]

@@ -7,7 +7,10 @@ import math
 import numpy as np
 import pandas as pd
 
+from evekit.runs.registry import KINDS
 from evekit import report
+from evekit.runs import records
+from evekit.runs.task import files as task_files, results as task_results
 
 
 def _samples() -> pd.DataFrame:
@@ -20,7 +23,7 @@ def _samples() -> pd.DataFrame:
 
 
 def _results(**params):
-    return report.build_results(
+    return task_results.build_results(
         task="mcqa_single_answer", model="m", samples=_samples(),
         metrics={"acc": {"value": 2 / 3, "ci_low": 0.0, "ci_high": 1.0, "n": 3},
                  "f1": {"value": float("nan"), "ci_low": None, "ci_high": None, "n": 0}},
@@ -43,7 +46,7 @@ def test_secret_values_never_recorded_only_variable_names():
 
 
 def test_eee_record_has_the_schema_fields_and_item_counts():
-    eee = report.to_eee(_results(), dataset="eve-esa/mcqa-single-answer")
+    eee = task_results.to_eee(_results(), dataset="eve-esa/mcqa-single-answer")
     assert eee["schema_version"] == "0.2.1"
     for key in ("evaluation_id", "evaluation_timestamp", "retrieved_timestamp", "source_metadata", "model_info",
                 "eval_library", "evaluation_results"):
@@ -64,9 +67,9 @@ def test_eee_record_has_the_schema_fields_and_item_counts():
 
 
 def test_write_run_writes_the_three_files_and_its_record(tmp_path):
-    out = report.write_run(tmp_path / "r", _samples(), _results(run_name="demo"), dataset="data/x.jsonl")
+    out = task_files.write_run(tmp_path / "r", _samples(), _results(run_name="demo"), dataset="data/x.jsonl")
     assert sorted(p.name for p in out.iterdir()) == ["results.eee.jsonl", "results.json", "run.json", "samples.csv"]
-    record = report.read_run_record(out / "run.json")
+    record = records.read_run_record(out / "run.json")
     assert (record.kind, record.notebook, record.run_name, record.dir) == ("task", "mcqa_single_answer", "demo", out)
     assert record.files == ("samples.csv", "results.json", "results.eee.jsonl")
     assert record.details["model"] == "m"
@@ -79,7 +82,8 @@ def test_write_run_writes_the_three_files_and_its_record(tmp_path):
 def test_index_shows_the_baseline_and_win_rates_with_their_intervals(tmp_path):
     import pandas as pd
 
-    from evekit.report import write_index, write_run_record
+    from evekit.batch.index import write_index
+    from evekit.runs.records import write_run_record
 
     run = tmp_path / "demo"
     task_dir = run / "m" / "mcqa_single_answer"
@@ -89,7 +93,7 @@ def test_index_shows_the_baseline_and_win_rates_with_their_intervals(tmp_path):
                "baselines": {"most_frequent": {"answer": "A", "value": 0.262, "ci_low": 0.168, "ci_high": 0.384,
                                                "n": 61}}}
     (task_dir / "results.json").write_text(json.dumps(results))
-    write_run_record(task_dir, kind="task", notebook="mcqa_single_answer", run_name="demo")
+    write_run_record(task_dir, kind=KINDS["task"], notebook="mcqa_single_answer", run_name="demo")
     wr = run / "win_rate" / "a_vs_b"
     wr.mkdir(parents=True)
     pd.DataFrame([{"judge": "j", "model_a": "a", "model_b": "b", "n": 12, "win_rate_a": 0.5, "win_rate_b": 0.25,
@@ -101,7 +105,7 @@ def test_index_shows_the_baseline_and_win_rates_with_their_intervals(tmp_path):
                    "win_rate_a_ci_high": 0.75, "win_rate_b_ci_low": 0.09, "win_rate_b_ci_high": 0.53,
                    "tie_rate_ci_low": 0.09, "tie_rate_ci_high": 0.53, "alpaca_win_rate_a_ci_low": 0.44,
                    "alpaca_win_rate_a_ci_high": 0.79}]).to_csv(wr / "summary.csv", index=False)
-    write_run_record(wr, kind="win_rate", notebook="win_rate", run_name="demo")
+    write_run_record(wr, kind=KINDS["win_rate"], notebook="win_rate", run_name="demo")
     page = write_index(run).read_text()
     assert 'always "A": 0.262 [0.17, 0.38] (not beaten)' in page.replace("&quot;", '"')
     assert ("a 0.500 [0.25, 0.75], b 0.250 [0.09, 0.53], ties 0.250 [0.09, 0.53]; "

@@ -13,7 +13,7 @@ import pytest
 from evekit import tasks as T
 from evekit.data import items_from_rows
 from evekit.errors import EndpointError
-from evekit.run import MISSING, RULE_REASON, TaskRun
+from evekit.runs.task.run import MISSING, RULE_REASON, TaskRun
 from evekit.types import GenerationResult, Usage
 
 HERE = Path(__file__).resolve().parent
@@ -146,7 +146,7 @@ def test_worst_of_a_judged_task_shows_the_judges_rationales(tmp_path, monkeypatc
         bad = "bad" in req.messages[-1]["content"]
         return json.dumps({"reasoning": "wrong: contradicts the reference" if bad else "matches", "verdict": 0 if bad else 1})
 
-    monkeypatch.setattr("evekit.client.ModelClient", lambda *a, **k: ScriptedClient(verdict))
+    monkeypatch.setattr(run, "client_factory", lambda *a, **k: ScriptedClient(verdict))
     run.load()
     run.generate()
     run.judge()

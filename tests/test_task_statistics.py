@@ -16,7 +16,7 @@ from statsmodels.stats.proportion import proportion_confint
 from evekit import metrics as M
 from evekit import tasks as T
 from evekit.data import DataError, items_from_rows
-from evekit.run import RULE_METHOD, RULE_REASON, TaskRun
+from evekit.runs.task.run import RULE_METHOD, RULE_REASON, TaskRun
 from evekit.tasks import get_task
 from evekit.types import GenerationResult, Usage
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -81,14 +81,15 @@ def test_undefined_precision_is_null_with_a_note_not_zero(tmp_path):
     assert math.isnan(m["precision"]["value"]) and "no item was predicted positive" in m["precision"]["note"]
     assert m["recall"]["value"] == 0.0  # defined: 0 of 3 hallucinated items flagged
     from evekit import report
+    from evekit.runs.task import results as task_results
 
-    res = report.build_results(task=task.name, model="m", samples=df, metrics=m, usage={}, params={})
+    res = task_results.build_results(task=task.name, model="m", samples=df, metrics=m, usage={}, params={})
     assert res["metrics"]["precision"]["value"] is None and res["metrics"]["precision"]["note"]
     json.dumps(res, allow_nan=False)
     # Every answer is "B": MCC is undefined too (null with its reason), macro-F1 is defined.
     assert res["metrics"]["mcc"]["value"] is None and "all one label" in res["metrics"]["mcc"]["note"]
     assert res["metrics"]["macro_f1"]["value"] == pytest.approx((0 + 2 * 3 / (3 + 6)) / 2)
-    assert [r["evaluation_name"] for r in report.to_eee(res, dataset="h.jsonl")["evaluation_results"]] == [
+    assert [r["evaluation_name"] for r in task_results.to_eee(res, dataset="h.jsonl")["evaluation_results"]] == [
         "acc", "recall", "f1", "macro_f1"]  # the undefined metrics are left out of EEE, not reported as 0
 
 
@@ -130,7 +131,7 @@ def _open_run(monkeypatch, tmp_path, answers: dict[str, str], judge_names=("j1",
         judge_clients.append(client)
         return client
 
-    monkeypatch.setattr("evekit.client.ModelClient", judge_client)
+    monkeypatch.setattr(run, "client_factory", judge_client)
     return run, judge_clients
 
 

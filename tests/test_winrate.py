@@ -16,7 +16,7 @@ import pytest  # noqa: E402
 from scipy.stats import binomtest  # noqa: E402
 
 from evekit import structured  # noqa: E402
-from evekit import winrate as wr  # noqa: E402
+from evekit.runs import win_rate as wr  # noqa: E402
 from evekit import judges as J  # noqa: E402
 from evekit.errors import EndpointError, ParameterError  # noqa: E402
 from evekit.judges import JudgePanel, PairCase, render_pairwise  # noqa: E402
@@ -374,13 +374,13 @@ def test_answers_cannot_break_out_of_their_block():
 
 def test_validate_params_resolves_paths_from_repo_root_and_rejects_bad_input(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    base = dict(model_a=[{"name": "x", "file": "tests/fixtures/win_rate/open_ended_0shot.csv"}],
+    base = dict(task="open_ended", model_a=[{"name": "x", "file": "tests/fixtures/win_rate/open_ended_0shot.csv"}],
                 model_b=[{"name": "y", "file": "tests/fixtures/win_rate/open_ended_5shot.csv"}],
                 judges=judges("j1"))
     cfg = wr.validate_params(**base)
-    assert len(wr.load_comparisons(cfg.model_a, cfg.model_b, limit=cfg.limit)) == 1
+    assert len(wr.load_comparisons(cfg.model_a_specs, cfg.model_b_specs, limit=cfg.limit)) == 1
     with pytest.raises(ParameterError, match="task"):
-        wr.validate_params(**base, task="mcqa_single_answer")
+        wr.validate_params(**{**base, "task": "mcqa_single_answer"})
     with pytest.raises(ParameterError, match="api_key_env"):
         wr.validate_params(**{**base, "judges": [{**judges("j1")[0], "api_key": "sk-secret"}]})
     with pytest.raises(ParameterError, match="file not found"):
@@ -497,9 +497,9 @@ def test_every_pair_of_models_is_compared_and_outputs_are_written(tmp_path):
                              [f"{'GOOD ' if name == 'm1' else ''}{name} {i}" for i in range(6)])
              for name in ("m1", "m2", "m3")}
     cfg = wr.validate_params(
-        model_a=[{"name": "m1", "file": str(files["m1"])}, {"name": "m2", "file": str(files["m2"])}],
+        task="open_ended", model_a=[{"name": "m1", "file": str(files["m1"])}, {"name": "m2", "file": str(files["m2"])}],
         model_b=[{"name": "m3", "file": str(files["m3"])}], judges=judges("j1", "j2"),
-        output_dir=str(tmp_path / "out"), run_name="t")
+        output_dir=str(tmp_path / "out"), run_name="t", both_orders=False)
     run = wr.WinRateRun(cfg, clients=Scripted(by_quality).clients(["j1", "j2"]))
     assert list(run.load()["comparison"]) == ["m1_vs_m3", "m2_vs_m3"]
     usage = run.judge()
@@ -575,10 +575,11 @@ def test_notebook_has_tagged_parameters_and_only_calls_evekit():
     namespace: dict = {}
     exec(code[0].source, namespace)
     for name in ("task", "model_a", "model_b", "judges", "limit", "seed", "both_orders", "output_dir", "run_name",
-                 "concurrency", "timeout", "max_retries", "cache_dir", "offline", "temperature", "max_tokens"):
+                 "concurrency", "timeout", "max_retries", "cache_dir", "offline", "judge_temperature",
+                 "judge_max_tokens"):
         assert name in namespace, name
     cfg = wr.WinRateConfig.from_notebook(namespace)
-    assert len(cfg.judges) == 2 and not cfg.offline  # the recording holds every call
+    assert len(cfg.judge_specs()) == 2 and not cfg.offline  # the recording holds every call
     assert all("def " not in c.source and "class " not in c.source for c in code)
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from evekit import winrate as wr
+from evekit.runs import win_rate as wr
 from evekit.judges import JudgePanel
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "win_rate"

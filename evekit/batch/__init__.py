@@ -8,13 +8,23 @@
 - `plan`: the calls a set of runs would send, counted and priced;
 - `batchfile`: OpenAI Batch input and output files.
 """
-from evekit.batch.execute import PROGRESS_EVERY, format_elapsed, run_batch, run_one, saved_output_dirs
-from evekit.batch.html import render_html, report_identity, report_title
-from evekit.batch.kernels import forward_kernel_stderr, stop_kernels
-from evekit.batch.paramfiles import SERVER_URL_PLACEHOLDER, check_param_files, load_params, notebook_name
-from evekit.batch.schedule import Needs, _run_scheduled, endpoint_limits, inputs_of, phases, run_order, waits_for
+# The names below are looked up when first used (PEP 562): a forked kernel imports
+# `evekit.batch.kernels` alone, and must not import the rest of evekit with it.
+_HOMES = {
+    "execute": ("PROGRESS_EVERY", "format_elapsed", "run_batch", "run_one", "saved_output_dirs"),
+    "html": ("render_html", "report_identity", "report_title"),
+    "kernels": ("forward_kernel_stderr", "stop_kernels"),
+    "paramfiles": ("SERVER_URL_PLACEHOLDER", "RunFile", "check_param_files", "load_params", "notebook_name",
+                   "read_run_file"),
+    "schedule": ("Needs", "_run_scheduled", "endpoint_limits", "inputs_of", "phases", "run_order", "waits_for"),
+}
+_WHERE = {name: module for module, names in _HOMES.items() for name in names}
+__all__ = sorted(_WHERE)
 
-__all__ = ["run_batch", "run_one", "saved_output_dirs", "format_elapsed", "PROGRESS_EVERY", "render_html",
-           "report_identity", "report_title", "forward_kernel_stderr", "stop_kernels", "SERVER_URL_PLACEHOLDER",
-           "check_param_files", "load_params", "notebook_name", "Needs", "endpoint_limits", "inputs_of", "phases",
-           "run_order", "waits_for", "_run_scheduled"]
+
+def __getattr__(name: str):
+    import importlib
+
+    if name in _WHERE:
+        return getattr(importlib.import_module(f"evekit.batch.{_WHERE[name]}"), name)
+    raise AttributeError(f"module 'evekit.batch' has no attribute {name!r}")

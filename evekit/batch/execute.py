@@ -13,9 +13,10 @@ from typing import Any
 
 from evekit.batch.html import render_html, warm_html_exporter
 from evekit.batch.kernels import _quiet_kernel_manager, _start_kernel_server, forward_kernel_stderr
-from evekit.batch.paramfiles import check_param_files, load_params, notebook_defaults, notebook_name
-from evekit.batch.schedule import _run_scheduled, endpoint_limits, run_order, waits_for
-from evekit.paths import REPO_ROOT, display_path
+from evekit.batch.paramfiles import RunFile, check_param_files, read_run_file
+from evekit.batch.schedule import _run_scheduled, endpoint_limits, run_order, start_priority, waits_for
+from evekit.paths import REPO_ROOT, display_path, safe_name
+from evekit.runs.records import EXECUTION_ENV, RUN_RECORD, find_run_records
 
 def saved_output_dirs(out_root: Path, execution: str) -> list[Path]:
     """Folders the execution `execution` saved, from the run.json records its save steps wrote.
@@ -23,8 +24,6 @@ def saved_output_dirs(out_root: Path, execution: str) -> list[Path]:
     The runner sets `report.EXECUTION_ENV` for the notebook's kernel; every record carries it, so
     outputs of earlier runs or of other notebooks in the same folder are not picked up.
     """
-    from evekit.report import find_run_records
-
     if not Path(out_root).exists():
         return []
     records, _ = find_run_records(out_root, execution=execution)
@@ -93,49 +92,44 @@ class ProgressReporter:
 
 
 
-def run_one(params_file: Path, notebooks_dir: Path, server_url: str | None,
+def run_one(params_file: Path | RunFile, notebooks_dir: Path, server_url: str | None,
             output_dir: str | None, html: bool,
             progress_every: float = PROGRESS_EVERY, prefix: str = "",
             env: dict[str, str] | None = None, kernel_server: Any = None) -> tuple[bool, list[Path], Path]:
     """Execute one parameter file; (passed, folders its save steps wrote, run folder).
 
     `prefix` starts every line this prints (the batch's parallel mode names the notebook there);
-    `env` is added to the kernel's environment; `kernel_server` (`evekit.kernels.KernelServer`)
+    `env` is added to the kernel's environment; `kernel_server` (`evekit.batch.kernels.KernelServer`)
     forks the kernel instead of starting a new interpreter.
     """
     import papermill as pm
 
-    from evekit.report import EXECUTION_ENV, RUN_RECORD
-
-    name = notebook_name(params_file)
-    notebook = notebooks_dir / f"{name}.ipynb"
-    if not notebook.exists():
-        raise FileNotFoundError(f"{params_file}: no notebook {notebook}")
-    params = load_params(params_file, server_url)
-    if output_dir is not None:
-        params["output_dir"] = output_dir
-    defaults = notebook_defaults(notebook)
-    out_root = Path(params.get("output_dir", defaults.get("output_dir", "outputs")))
+    run = params_file if isinstance(params_file, RunFile) else read_run_file(
+        Path(params_file), notebooks_dir, server_url, output_dir=output_dir, check_files=False)
+    notebook = Path(notebooks_dir) / f"{run.notebook}.ipynb"
+    out_root = Path(run.output_dir)
     out_root = out_root if out_root.is_absolute() else REPO_ROOT / out_root
-    run_name = str(params.get("run_name", defaults.get("run_name", "demo")))
-    executed = out_root / run_name / "notebooks" / f"{params_file.stem}.ipynb"
+    # The run folder's name is made safe like every folder name: no `..`, no `/` (never outside output_dir).
+    run_dir = out_root / safe_name(run.run_name)
+    stem = run.path.stem
+    executed = run_dir / "notebooks" / f"{stem}.ipynb"
     executed.parent.mkdir(parents=True, exist_ok=True)
     ok = True
     # The kernel gets this environment variable; the records its save steps write carry it.
-    execution = f"{params_file.stem}-{uuid.uuid4().hex[:12]}"
+    execution = f"{stem}-{uuid.uuid4().hex[:12]}"
     kernel_env = {**(env or {}), EXECUTION_ENV: execution}
     fd, kernel_stderr = tempfile.mkstemp(prefix="evekit-kernel-", suffix=".stderr")
     os.close(fd)
     try:
-        with ProgressReporter(params_file.stem, executed, progress_every, prefix):
-            pm.execute_notebook(str(notebook), str(executed), parameters=params, cwd=str(REPO_ROOT),
+        with ProgressReporter(stem, executed, progress_every, prefix):
+            pm.execute_notebook(str(notebook), str(executed), parameters=run.injected, cwd=str(REPO_ROOT),
                                 kernel_name="python3", progress_bar=False, log_output=False,
                                 kernel_manager_class=_quiet_kernel_manager(kernel_stderr, kernel_env,
                                                                            kernel_server))
     except Exception as exc:  # papermill has written the notebook with its error banner
         ok = False
         message = str(exc).strip().splitlines()
-        print(f"{prefix}  FAILED: {notebook.name} with {params_file}: {message[-1] if message else exc!r}",
+        print(f"{prefix}  FAILED: {notebook.name} with {run.path}: {message[-1] if message else exc!r}",
               file=sys.stderr)
     finally:
         with open(kernel_stderr, encoding="utf-8", errors="replace") as stream:
@@ -143,30 +137,29 @@ def run_one(params_file: Path, notebooks_dir: Path, server_url: str | None,
         os.unlink(kernel_stderr)
     dirs = saved_output_dirs(out_root, execution)
     if ok and not dirs:
-        print(f"{prefix}  note: {notebook.name} with {params_file} saved no outputs (no {RUN_RECORD} was written "
-              f"under {display_path(out_root)}); its report goes to {display_path(out_root / run_name / 'failed')}",
+        print(f"{prefix}  note: {notebook.name} with {run.path} saved no outputs (no {RUN_RECORD} was written "
+              f"under {display_path(out_root)}); its report goes to {display_path(run_dir / 'failed')}",
               file=sys.stderr)
     if html and executed.exists():
-        targets = dirs or [out_root / run_name / "failed" / params_file.stem]
+        targets = dirs or [run_dir / "failed" / stem]
         for d in targets:
-            render_html(executed, d / "report.html", params_file=params_file, record_dir=d if dirs else None)
-    return ok, dirs, out_root / run_name
+            render_html(executed, d / "report.html", params_file=run.path, record_dir=d if dirs else None)
+    return ok, dirs, run_dir
 
 
-
-def _run_file(f: Path, nb_dir: Path, server_url: str | None, output_dir: str | None, html: bool,
+def _run_file(f: RunFile, nb_dir: Path, server_url: str | None, output_dir: str | None, html: bool,
               progress_every: float, env: dict[str, str], prefix: str,
               kernel_server: Any = None) -> tuple[bool, Path | None, list[Path]]:
     """One parameter file with its log lines: (passed, run folder, folders its save steps wrote)."""
     t0 = time.monotonic()
-    print(f"{prefix}running {notebook_name(f)} with {f} ...", flush=True)
+    print(f"{prefix}running {f.notebook} with {f.path} ...", flush=True)
     run_dir = None
     try:
         ok, dirs, run_dir = run_one(f, nb_dir, server_url, output_dir, html, progress_every, prefix, env,
                                     kernel_server)
     except Exception as exc:
         ok, dirs = False, []
-        print(f"{prefix}  FAILED: {f}: {exc}", file=sys.stderr)
+        print(f"{prefix}  FAILED: {f.path}: {exc}", file=sys.stderr)
         tb = traceback.format_exc().rstrip().splitlines()
         print("\n".join(f"{prefix}{line}" for line in tb), file=sys.stderr)
     for d in dirs:
@@ -187,14 +180,17 @@ def run_batch(param_files: list[str], *, serve: bool = False, output_dir: str | 
     """
     import shutil
 
+    from evekit.batch.index import write_index
     from evekit.endpoints import limit_environment
-    from evekit.report import write_index
 
     if int(jobs) < 1:
         raise ValueError(f"jobs must be >= 1, got {jobs}")
-    files = run_order([Path(p) for p in param_files])
+    paths = [Path(p) for p in param_files]
     nb_dir = Path(notebooks_dir) if notebooks_dir else REPO_ROOT / "notebooks"
-    problems = check_param_files(files, nb_dir)
+    # With --serve the server's URL is not known yet: a stand-in is checked; without it, an exported
+    # EVEKIT_SERVER_URL (a server started with `evekit serve`) fills the placeholder.
+    check_url = "http://server.invalid" if serve else os.environ.get("EVEKIT_SERVER_URL")
+    problems = check_param_files(paths, nb_dir, check_url, output_dir)
     if problems:
         for problem in problems:
             print(f"evekit run: {problem}", file=sys.stderr)
@@ -208,10 +204,10 @@ def run_batch(param_files: list[str], *, serve: bool = False, output_dir: str | 
     kernel_server = None
     try:
         # Its imports overlap the embedded server's start. One notebook gains nothing from it.
-        kernel_server = _start_kernel_server(fresh_kernels) if len(files) > 1 else None
+        kernel_server = _start_kernel_server(fresh_kernels) if len(paths) > 1 else None
         if html:
             warm_html_exporter()
-        server_url = None
+        server_url = None if serve else check_url
         if serve:
             from evekit.server import EmbeddedServer, ServerError
 
@@ -224,7 +220,9 @@ def run_batch(param_files: list[str], *, serve: bool = False, output_dir: str | 
             server_url = server.base_url
             os.environ["EVEKIT_SERVER_URL"] = server_url
             print(f"embedded model {server.model} at {server_url}", flush=True)
-        limits = endpoint_limits(files, nb_dir, server_url)
+        files = run_order([read_run_file(p, nb_dir, server_url, output_dir=output_dir, check_files=False)
+                           for p in paths])
+        limits = endpoint_limits(files)
         env: dict[str, str] = {}
         if limits:
             slots_dir = Path(tempfile.mkdtemp(prefix="evekit-slots-"))
@@ -232,10 +230,14 @@ def run_batch(param_files: list[str], *, serve: bool = False, output_dir: str | 
             print("calls in flight at most: " + ", ".join(f"{n} to {url}" for url, n in sorted(limits.items())),
                   flush=True)
 
-        def run(f: Path, prefix: str) -> tuple[bool, Path | None, list[Path]]:
-            return _run_file(f, nb_dir, server_url, output_dir, html, progress_every, env, prefix, kernel_server)
+        by_path = {f.path: f for f in files}
 
-        for f, ok, run_dir in _run_scheduled(files, waits_for(files, nb_dir, server_url), int(jobs), run):
+        def run(path: Path, prefix: str) -> tuple[bool, Path | None, list[Path]]:
+            return _run_file(by_path[path], nb_dir, server_url, output_dir, html, progress_every, env, prefix,
+                             kernel_server)
+
+        priority = {f.path: start_priority(f) for f in files}
+        for f, ok, run_dir in _run_scheduled(list(by_path), waits_for(files), int(jobs), run, priority):
             if run_dir is not None:
                 run_dirs.add(run_dir)
             if not ok:
@@ -251,7 +253,7 @@ def run_batch(param_files: list[str], *, serve: bool = False, output_dir: str | 
     for run_dir in sorted(run_dirs):
         index = write_index(run_dir, batch_runs=sorted(run_dirs))
         print(f"index: {index}")
-    print(f"{len(files) - len(failed)} of {len(files)} notebooks passed in "
+    print(f"{len(paths) - len(failed)} of {len(paths)} notebooks passed in "
           f"{time.monotonic() - started:.0f} s")
     if failed:
         print("failed: " + ", ".join(failed), file=sys.stderr)

@@ -16,18 +16,20 @@ _REPRODUCE = re.compile(r"(papermill\s+\S*?(?P<nb>[\w.-]+)\.ipynb\s+\S+\s+-f\s+)
 
 def report_identity(executed_notebook: Path, *, params_file: Path | None = None,
                     record_dir: Path | None = None) -> dict[str, Any]:
-    """What a report is: run name, notebook, model, few-shot count (when it has one) and the
-    parameter file it ran with, from the run.json record and results.json of `record_dir`, then
-    the parameters papermill stored in the executed notebook."""
+    """What a report is: run name, notebook, kind, its subject (the model, "a vs b", the judges:
+    `RunKind.subject`), few-shot count (when it has one) and the parameter file it ran with, from
+    the run.json record and results.json of `record_dir`, then the parameters papermill stored in
+    the executed notebook."""
     import nbformat
+
+    from evekit.runs.records import RUN_RECORD, RunRecord
+    from evekit.runs.registry import KINDS
 
     nb = nbformat.read(executed_notebook, as_version=4)
     params = dict(nb.metadata.get("papermill", {}).get("parameters") or {})
     record: dict[str, Any] = {}
     results: dict[str, Any] = {}
     if record_dir is not None:
-        from evekit.report import RUN_RECORD
-
         for name, target in ((RUN_RECORD, record), ("results.json", results)):
             try:
                 target.update(json.loads((Path(record_dir) / name).read_text()))
@@ -36,16 +38,17 @@ def report_identity(executed_notebook: Path, *, params_file: Path | None = None,
     res_params = results.get("params") or {}
     notebook = record.get("notebook") or (notebook_name(params_file) if params_file else executed_notebook.stem)
     fewshot = res_params.get("num_fewshot", params.get("num_fewshot"))
-    model = results.get("model") or params.get("model_name")
-    if record.get("kind") == "win_rate":
-        model = " vs ".join(str(m) for m in (params.get("model_a"), params.get("model_b")) if m) or model
-    if record.get("kind") == "judge_validation":  # judges measured, no model: name the judges
-        model = f"{record.get('judge_kind', '')} judges {', '.join(record.get('judges') or [])}".strip()
-    elif record.get("kind") == "ranking":
-        model = ", ".join(str(m) for m in record.get("models") or []) or model
+    kind = KINDS.get(str(record.get("kind")))
+    subject = results.get("model") or params.get("model_name")
+    if kind is not None and record_dir is not None:
+        rec = RunRecord(dir=Path(record_dir), kind=kind.name, notebook=str(notebook), run_name=str(record.get("run_name")),
+                        files=tuple(record.get("files") or ()), created=str(record.get("created")),
+                        details={k: v for k, v in record.items() if k not in ("kind", "notebook", "run_name",
+                                                                               "files", "created")})
+        subject = kind.subject(rec, params) or subject
     return {"run_name": record.get("run_name") or params.get("run_name"), "notebook": notebook,
-            "kind": record.get("kind"), "model": model,
-            "num_fewshot": fewshot if isinstance(fewshot, int) and record.get("kind") != "summary" else None,
+            "kind": record.get("kind"), "model": subject,
+            "num_fewshot": fewshot if isinstance(fewshot, int) else None,
             "params_file": display_path(params_file) if params_file is not None else None}
 
 

@@ -1,23 +1,72 @@
-"""Parameter files: `<notebook>[.<variant>].yaml`, read and checked before anything runs."""
+"""Parameter files: `<notebook>[.<variant>].yaml`, read and checked before anything runs.
+
+`open_ended.yaml` and `open_ended.5shot.yaml` both run `notebooks/open_ended.ipynb`. A file of a
+notebook kind (`evekit.runs.registry`) is checked by that kind's parameters (`RunKind.params`):
+names, types, bounds and the kind's rules, all before a kernel starts; the run then gets every
+parameter, the file's values over the defaults, so what runs is what the file and the defaults
+say, never a notebook's demo values. A notebook of no kind (your own, in `--notebooks-dir`) is
+checked against its parameters cell and gets the file's values only.
+
+YAML is read with limits (size, aliases, nesting), so a hostile file is refused at once instead
+of expanding into gigabytes.
+"""
 from __future__ import annotations
 
+import os
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from evekit.errors import EvekitError, ParameterError, unknown_names
+from evekit.runs.kind import RunKind
+from evekit.runs.params import Params, files_checked
+from evekit.runs.registry import notebooks as kind_notebooks
+
+__all__ = ["SERVER_URL_PLACEHOLDER", "RunFile", "notebook_name", "load_params", "read_run_file", "check_param_files",
+           "MAX_BYTES", "MAX_ALIASES", "MAX_DEPTH"]
+
 SERVER_URL_PLACEHOLDER = "${EVEKIT_SERVER_URL}"
+# Limits of a parameter file: far above any real one (the demo's largest is about 1.5 KB, with no
+# alias), far below what a "billion laughs" file needs.
+MAX_BYTES = 1_000_000
+MAX_ALIASES = 100
+MAX_DEPTH = 20
 
 
 def notebook_name(params_file: Path) -> str:
-    return params_file.name.split(".")[0]
+    return Path(params_file).name.split(".")[0]
 
+
+class _LimitedLoader(yaml.SafeLoader):
+    """yaml's SafeLoader, counting aliases and nesting as it composes the document."""
+
+    def __init__(self, stream: Any) -> None:
+        super().__init__(stream)
+        self._aliases = 0
+        self._depth = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:  # noqa: D401 - yaml's hook
+        if self.check_event(yaml.AliasEvent):
+            self._aliases += 1
+            if self._aliases > MAX_ALIASES:
+                raise yaml.YAMLError(f"more than {MAX_ALIASES} aliases (*name): refused, a parameter file "
+                                     "needs none")
+        self._depth += 1
+        try:
+            if self._depth > MAX_DEPTH:
+                raise yaml.YAMLError(f"nested more than {MAX_DEPTH} levels deep: refused")
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
 
 
 def _substitute(value: Any, server_url: str | None) -> Any:
     if isinstance(value, str) and SERVER_URL_PLACEHOLDER in value:
         if server_url is None:
-            raise ValueError(f"{SERVER_URL_PLACEHOLDER} is used but no server was started (pass --serve)")
+            raise ParameterError(f"{SERVER_URL_PLACEHOLDER} is used but no server was started: pass --serve "
+                                 "(evekit run --serve starts the embedded model and fills it in)")
         return value.replace(SERVER_URL_PLACEHOLDER, server_url)
     if isinstance(value, dict):
         return {k: _substitute(v, server_url) for k, v in value.items()}
@@ -27,55 +76,123 @@ def _substitute(value: Any, server_url: str | None) -> Any:
 
 
 def load_params(path: Path, server_url: str | None = None) -> dict[str, Any]:
-    with open(path) as f:
-        params = yaml.safe_load(f) or {}
+    """The file's mapping of parameter names to values, `${EVEKIT_SERVER_URL}` filled in.
+    ParameterError naming the file for anything that is not such a mapping."""
+    path = Path(path)
+    try:
+        size = path.stat().st_size
+    except OSError as exc:
+        raise ParameterError(f"{path}: cannot be read ({exc.strerror})") from None
+    if size > MAX_BYTES:
+        raise ParameterError(f"{path}: {size:,} bytes; a parameter file may have at most {MAX_BYTES:,}")
+    text = path.read_text(encoding="utf-8", errors="replace")
+    try:
+        params = yaml.load(text, Loader=_LimitedLoader)  # noqa: S506 - a SafeLoader with limits
+    except yaml.YAMLError as exc:
+        raise ParameterError(f"{path}: not valid YAML: {exc}") from None
+    if params is None:
+        raise ParameterError(f"{path}: the file is empty; it must map parameter names to values")
     if not isinstance(params, dict):
-        raise ValueError(f"{path}: expected a mapping of parameter names to values")
+        raise ParameterError(f"{path}: expected a mapping of parameter names to values, got a "
+                             f"{type(params).__name__}")
     return _substitute(params, server_url)
 
 
-def notebook_defaults(notebook: Path) -> dict[str, Any]:
-    """Literal default values of the notebook's `parameters` cell (what runs when a YAML omits them)."""
+@dataclass
+class RunFile:
+    """One parameter file, checked: its notebook, its kind (None: a notebook of no kind), the values
+    it sets, the validated parameters and what papermill injects."""
+
+    path: Path
+    notebook: str
+    kind: RunKind | None
+    values: dict[str, Any]
+    params: Params | None = None
+    injected: dict[str, Any] = field(default_factory=dict)
+    # A notebook of no kind: the literal values of its parameters cell (what runs where the file is silent).
+    defaults: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def output_dir(self) -> str:
+        return str(self.injected.get("output_dir") or self.defaults.get("output_dir") or "outputs")
+
+    @property
+    def run_name(self) -> str:
+        return str(self.injected.get("run_name") or self.defaults.get("run_name") or "demo")
+
+    def reads(self) -> list[str] | None:
+        """The files this run reads that other runs may write (None: everything of its run)."""
+        if self.kind is None or self.params is None:
+            return []
+        return None if self.kind.reads is None else self.kind.reads(self.params)
+
+
+def _notebook_defaults(notebook: Path) -> dict[str, Any]:
+    """Every parameter of a notebook's parameters cell, with its value where it is a literal."""
     import ast
 
     import papermill as pm
 
-    values = {}
+    values: dict[str, Any] = {}
     for name, info in pm.inspect_notebook(str(notebook)).items():
         try:
             values[name] = ast.literal_eval(info["default"])
         except (ValueError, SyntaxError):
-            pass
+            values[name] = None
     return values
 
 
+def read_run_file(path: Path, notebooks_dir: Path, server_url: str | None = None, *,
+                  output_dir: str | None = None, check_files: bool = True) -> RunFile:
+    """Read and check one parameter file; ParameterError (naming the file) for any problem.
 
-def check_param_files(files: list[Path], notebooks_dir: Path) -> list[str]:
-    """Every problem that would stop a parameter file, found before anything runs: a missing
-    file, a notebook that does not exist, YAML that is not a mapping, an unknown parameter name."""
-    import papermill as pm
+    `check_files=False` leaves out the checks that input files exist (a batch checks before the
+    runs that write them have run; the notebook checks again when it starts).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ParameterError(f"{path}: no such file")
+    name = notebook_name(path)
+    notebook = Path(notebooks_dir) / f"{name}.ipynb"
+    if not notebook.is_file():
+        available = sorted(p.stem for p in Path(notebooks_dir).glob("*.ipynb"))
+        raise ParameterError(f"{path}: no notebook {name!r} (a parameter file is named <notebook>[.<variant>].yaml; "
+                             f"notebooks: {', '.join(available)})")
+    values = load_params(path, server_url)
+    if output_dir is not None:
+        values["output_dir"] = output_dir
+    kind = kind_notebooks().get(name)
+    if kind is None:  # a notebook of your own: its parameters cell says which names it takes
+        defaults = _notebook_defaults(notebook)
+        problem = unknown_names(values, defaults)
+        if problem:
+            raise ParameterError(f"{path}: notebook {name}: {problem}")
+        return RunFile(path, name, None, values, injected=dict(values), defaults=defaults)
+    variant = kind.variant(name)
+    try:
+        with files_checked(check_files):
+            params = kind.params.from_dict({**kind.implied(name, values), **values})
+    except EvekitError as exc:
+        raise ParameterError(f"{path}: {exc}") from None
+    own = {f.name for f in kind.params.parameters(variant)}
+    injected = {k: v for k, v in params.as_run_values().items() if k in own}
+    return RunFile(path, name, kind, values, params, injected)
 
-    from evekit.errors import unknown_names
 
-    notebooks = sorted(p.stem for p in notebooks_dir.glob("*.ipynb"))
+def check_param_files(files: list[Path], notebooks_dir: Path, server_url: str | None = "http://server.invalid",
+                      output_dir: str | None = None) -> list[str]:
+    """Every problem that would stop a parameter file, found before anything runs: a missing file,
+    a notebook that does not exist, YAML that is not a mapping, an unknown parameter name, a value
+    of the wrong type or out of bounds, a rule of the kind broken."""
     problems = []
     for f in files:
-        if not f.is_file():
-            problems.append(f"{f}: no such file")
-            continue
-        name = notebook_name(f)
-        if name not in notebooks:
-            problems.append(f"{f}: no notebook {name!r} (a parameter file is named <notebook>[.<variant>].yaml; "
-                            f"notebooks: {', '.join(notebooks)})")
-            continue
         try:
-            params = load_params(f, server_url="http://server.invalid")  # only the names matter here
-        except (ValueError, yaml.YAMLError) as exc:
-            problems.append(f"{f}: {exc}")
-            continue
-        known = pm.inspect_notebook(str(notebooks_dir / f"{name}.ipynb"))
-        problem = unknown_names(params, known)
-        if problem:
-            problems.append(f"{f}: notebook {name}: {problem}")
+            read_run_file(f, notebooks_dir, server_url, output_dir=output_dir, check_files=False)
+        except EvekitError as exc:
+            problems.append(str(exc))
     return problems
 
+
+def expand(value: str) -> str:
+    """`${NAME}` and `$NAME` from the environment (a path or URL as the notebook will see it)."""
+    return os.path.expandvars(value)

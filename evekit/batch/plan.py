@@ -41,13 +41,15 @@ from typing import Any, Iterable, Sequence
 import pandas as pd
 import yaml
 
-from evekit.batch.paramfiles import SERVER_URL_PLACEHOLDER, check_param_files, load_params, notebook_defaults, notebook_name
+from evekit.batch.paramfiles import SERVER_URL_PLACEHOLDER, check_param_files, load_params, read_run_file
+from evekit.runs.registry import KINDS
 from evekit.cache import ResponseCache, key_fields, key_of_fields
 from evekit.client import endpoint_path, request_body
 from evekit.errors import EvekitError, ParameterError
 from evekit.gguf import GgufTokenizer
 from evekit.paths import REPO_ROOT, display_path, resolve_path
-from evekit.server import default_model_path, is_demo_model
+from evekit.demo import is_demo_model
+from evekit.server import default_model_path
 from evekit.types import JUDGE_MAX_TOKENS, GenerationRequest, GenerationResult, Usage
 
 __all__ = ["PlannedCall", "RunPlan", "PlanningClient", "plan_files", "plan_table", "endpoint_table",
@@ -56,11 +58,6 @@ __all__ = ["PlannedCall", "RunPlan", "PlanningClient", "plan_files", "plan_table
 DEFAULT_PRICES = "params/prices.yaml"
 # The error a run sees for a call the plan found unanswered (never shown to users of a real run).
 PENDING_ERROR = "not answered yet (planning: this call would be sent)"
-# Notebooks that make no model calls of their own, or whose calls depend on other runs' outputs.
-NOT_PLANNED = {"summary": "makes no model calls",
-               "win_rate": "not planned: its judge calls depend on the answer files of other runs",
-               "ranking": "not planned: its judge calls depend on the answer files of other runs",
-               "judge_validation": "not planned yet"}
 CHARS_PER_TOKEN = 4
 
 # Where a call stands: in the cache, failed in a batch (sent again), or not sent yet.
@@ -216,13 +213,6 @@ def _endpoint(url: str) -> str:
     return os.path.expandvars(url) if os.environ.get("EVEKIT_SERVER_URL") else url
 
 
-def _task_namespace(path: Path, notebooks_dir: Path) -> dict[str, Any]:
-    notebook = notebooks_dir / f"{notebook_name(path)}.ipynb"
-    # The placeholder stays as written when no server runs: the cache key does not hold the URL.
-    params = load_params(path, server_url=os.environ.get("EVEKIT_SERVER_URL") or SERVER_URL_PLACEHOLDER)
-    return {**notebook_defaults(notebook), **params}
-
-
 def plan_files(param_files: Iterable[str | Path], *, notebooks_dir: str | Path | None = None,
                caches: dict[Path, ResponseCache] | None = None) -> list[RunPlan]:
     """The plan of every parameter file (in `evekit run`'s order); nothing is sent anywhere.
@@ -230,34 +220,35 @@ def plan_files(param_files: Iterable[str | Path], *, notebooks_dir: str | Path |
     Raises `ParameterError` listing every problem of the files (unknown parameter, no such
     notebook) before anything is planned, as `evekit run` does.
     """
-    from evekit import tasks
     from evekit.batch.schedule import run_order
-    from evekit.run import TaskRun
 
-    files = run_order([Path(p) for p in param_files])
+    paths = [Path(p) for p in param_files]
     nb_dir = Path(notebooks_dir) if notebooks_dir else REPO_ROOT / "notebooks"
-    problems = check_param_files(files, nb_dir)
+    # The placeholder stays as written when no server runs: the cache key does not hold the URL.
+    url = os.environ.get("EVEKIT_SERVER_URL") or SERVER_URL_PLACEHOLDER
+    problems = check_param_files(paths, nb_dir, url)
     if problems:
         raise ParameterError("; ".join(problems))
+    files = run_order([read_run_file(p, nb_dir, url, check_files=False) for p in paths])
     own = caches is None
     caches = {} if caches is None else caches
     plans: list[RunPlan] = []
     try:
-        for path in files:
-            name = notebook_name(path)
-            plan = RunPlan(path, name)
+        for f in files:
+            plan = RunPlan(f.path, f.notebook)
             plans.append(plan)
-            if name != "custom_task" and name not in tasks.TASKS:
-                plan.note = NOT_PLANNED.get(name, "not planned: not a task notebook")
+            kind = f.kind
+            if kind is None or kind.plan_note is not None:
+                plan.note = kind.plan_note if kind is not None else "not planned: a notebook of no kind"
                 continue
-            namespace = _task_namespace(path, nb_dir)
-            namespace["offline"] = True  # plan reads prepared copies and local files only, like an offline run
+            # plan reads prepared copies and local files only, like an offline run
+            namespace = {**f.injected, "offline": True}
             try:
-                run = TaskRun.from_notebook(namespace)
+                run = kind.load_runner().from_notebook(namespace)
                 plan.task = run.task.name
                 _play(run, plan, caches)
             except EvekitError as exc:  # which file it was; a hub dataset needs `evekit prepare` first
-                raise type(exc)(f"{display_path(path)}: {exc}") from None
+                raise type(exc)(f"{display_path(f.path)}: {exc}") from None
     finally:
         if own:
             for cache in caches.values():
@@ -473,7 +464,8 @@ def main(param_files: Sequence[str], *, out: str | None = None, prices: str | No
     print()
     for plan in plans:
         print(f"{plan.label}: {plan.next_round()}")
-    for n in [note] + sorted({n for n in table["note"].dropna() if n not in NOT_PLANNED.values()}):
+    not_planned = {k.plan_note for k in KINDS.values() if k.plan_note}
+    for n in [note] + sorted({n for n in table["note"].dropna() if n not in not_planned}):
         if n:
             print(f"note: {n}")
     print("note: upper_bound = judge calls on answers not there yet (one per answer and judge); "

@@ -1,4 +1,9 @@
-"""The order of a batch: phases, what each file waits for, and the runs side by side (`--jobs`)."""
+"""The order of a batch: phases, what each file waits for, and the runs side by side (`--jobs`).
+
+Each kind has a phase (`RunKind.phase`: judge validation, tasks, comparisons, summary) so the later
+ones find the earlier results; a file that names what it reads (`RunKind.reads`) starts as soon as
+the runs that write those files are done, not when its whole phase before is.
+"""
 from __future__ import annotations
 
 import os
@@ -7,52 +12,55 @@ from pathlib import Path
 from typing import Any
 
 from evekit.batch.kernels import stop_kernels
-from evekit.batch.paramfiles import load_params, notebook_defaults, notebook_name
+from evekit.batch.paramfiles import RunFile, notebook_name
 from evekit.paths import REPO_ROOT
+from evekit.runs.registry import OWN_NOTEBOOK_PHASE, notebooks
 
-# The phase of each notebook that must wait for others (every other notebook is a task notebook,
-# phase 1): judge validation first (a task may show its results), then the notebooks that read the
-# task runs' samples, then the summary of everything. Notebooks of one phase are independent and
-# may run at the same time (`--jobs`); a phase starts when the one before it has finished.
-PHASES = {"judge_validation": 0, "win_rate": 2, "ranking": 2, "summary": 3}
-TASK_PHASE = 1
+__all__ = ["phase_of", "run_order", "phases", "endpoint_limits", "inputs_of", "Needs", "waits_for", "start_priority"]
 
 
-def phase_of(params_file: Path) -> int:
-    return PHASES.get(notebook_name(params_file), TASK_PHASE)
+def phase_of(run: RunFile | Path) -> int:
+    """The file's phase: its kind's (a notebook of no kind runs with the tasks). A bare path is
+    placed by its notebook's name."""
+    kind = run.kind if isinstance(run, RunFile) else notebooks().get(notebook_name(run))
+    return kind.phase if kind is not None else OWN_NOTEBOOK_PHASE
 
 
-def run_order(files: list[Path]) -> list[Path]:
-    """By phase (`PHASES`); within a phase in the order given."""
+def run_order(files: list) -> list:
+    """By phase; within a phase in the order given."""
     return sorted(files, key=phase_of)
 
 
-def phases(files: list[Path]) -> list[list[Path]]:
-    """The files of each phase that has any, in `run_order` (the grouping `PHASES` makes; the
-    scheduler itself starts files by `waits_for`)."""
-    groups: dict[int, list[Path]] = {}
+def phases(files: list) -> list[list]:
+    """The files of each phase that has any, in `run_order` (the scheduler itself starts files by
+    `waits_for`)."""
+    groups: dict[int, list] = {}
     for f in run_order(files):
         groups.setdefault(phase_of(f), []).append(f)
     return [groups[k] for k in sorted(groups)]
 
 
-
-def endpoint_limits(files: list[Path], notebooks_dir: Path, server_url: str | None) -> dict[str, int]:
+def endpoint_limits(files: list[RunFile]) -> dict[str, int]:
     """{endpoint: limit} over every run of the batch: the smallest `concurrency` any run sets for an
-    endpoint (a judge entry's own `concurrency`, else its run's). Offline runs send nothing and
-    count for no endpoint; a base_url that is not an http(s) URL is left to the notebook to report."""
+    endpoint (a judge's own `concurrency`, else its run's: `JudgeSpec.concurrency_in`). Offline runs
+    send nothing and count for no endpoint; a base_url that is not an http(s) URL is left to the
+    notebook to report."""
     from evekit.endpoints import endpoint_key, merge_limits
+    from evekit.types import JudgeSpec
 
     pairs: list[tuple[str, int]] = []
     for f in files:
-        run = {**notebook_defaults(notebooks_dir / f"{notebook_name(f)}.ipynb"), **load_params(f, server_url)}
+        run = f.injected
         concurrency = run.get("concurrency")
         if run.get("offline") or not isinstance(concurrency, int):
             continue
         urls = [(run.get("base_url"), concurrency)]
         for judge in run.get("judges") or []:
-            if isinstance(judge, dict):
-                urls.append((judge.get("base_url"), judge.get("concurrency") or concurrency))
+            try:
+                spec = JudgeSpec.from_dict(judge)
+            except (ValueError, TypeError):
+                continue  # the notebook reports it
+            urls.append((spec.base_url, spec.concurrency_in(concurrency)))
         for url, limit in urls:
             if not isinstance(url, str) or not isinstance(limit, int) or limit < 1:
                 continue
@@ -65,15 +73,12 @@ def endpoint_limits(files: list[Path], notebooks_dir: Path, server_url: str | No
     return merge_limits(pairs)
 
 
-
-# Notebooks that read every result under the output folder, not files named in their parameters.
-READS_EVERYTHING = {"summary"}
-
-
-def inputs_of(run: dict[str, Any]) -> list[Path]:
-    """The files a run reads that another run of the batch may write: its judge-validation results
-    and its models' answer files (win rate, ranking), as the notebook (cwd: the repo) resolves them."""
-    named = [run.get("judge_validation")] + [m.get("file") for m in run.get("models") or [] if isinstance(m, dict)]
+def inputs_of(run: RunFile) -> list[Path] | None:
+    """The files a run reads that another run of the batch may write (`RunKind.reads`), as the
+    notebook (cwd: the repo) resolves them; None: it reads every result of its run (the summary)."""
+    named = run.reads()
+    if named is None:
+        return None
     paths = [Path(os.path.expandvars(p)).expanduser() for p in named if isinstance(p, str) and p]
     return [p if p.is_absolute() else REPO_ROOT / p for p in paths]
 
@@ -82,7 +87,7 @@ class Needs:
     """What one file of a batch waits for: it may start once every file of an earlier phase
     (`earlier`) has finished, or sooner, once every file it reads (`inputs`) lies in a folder that
     a finished file of `earlier` wrote. A task that reads nothing (no `judge_validation`) waits for
-    nothing; the summary (`READS_EVERYTHING`) waits for everything before it."""
+    nothing; the summary (its kind reads everything) waits for everything before it."""
 
     def __init__(self, earlier: list[Path], inputs: list[Path] | None) -> None:
         self.earlier, self.inputs = earlier, inputs
@@ -96,27 +101,26 @@ class Needs:
         return all(any(p.resolve().is_relative_to(d) for d in written) for p in self.inputs)
 
 
-def waits_for(files: list[Path], nb_dir: Path, server_url: str | None) -> dict[Path, Needs]:
-    """`Needs` of every file of the batch (`PHASES` order, narrowed by what each file reads)."""
+def waits_for(files: list[RunFile]) -> dict[Path, Needs]:
+    """`Needs` of every file of the batch (by path): the earlier phases, narrowed by what each file
+    reads. A file that reads nothing another run writes waits for nothing."""
     needs: dict[Path, Needs] = {}
     for f in files:
-        name = notebook_name(f)
-        earlier = [g for g in files if phase_of(g) < phase_of(f)]
-        run = {**notebook_defaults(nb_dir / f"{name}.ipynb"), **load_params(f, server_url)}
-        inputs = None if name in READS_EVERYTHING else inputs_of(run)
-        if phase_of(f) == TASK_PHASE and not inputs:
-            earlier = []  # a task reads nothing the batch writes
-        needs[f] = Needs(earlier, inputs)
+        inputs = inputs_of(f)
+        earlier = [g.path for g in files if phase_of(g) < phase_of(f)] if inputs is None or inputs else []
+        needs[f.path] = Needs(earlier, inputs)
     return needs
 
 
-def _start_priority(f: Path) -> int:
+def start_priority(f: RunFile) -> int:
+    """Which of the files that may start goes first: judge validation, then a win rate or ranking
+    (the summary waits for them), then the tasks in the given order."""
     phase = phase_of(f)
-    return 0 if phase < TASK_PHASE else 1 if phase > TASK_PHASE else 2
+    return 0 if phase < OWN_NOTEBOOK_PHASE else 1 if phase > OWN_NOTEBOOK_PHASE else 2
 
 
 def _run_scheduled(files: list[Path], needs: dict[Path, Needs], jobs: int,
-                   run: Any) -> list[tuple[Path, bool, Path | None]]:
+                   run: Any, priority: dict[Path, int] | None = None) -> list[tuple[Path, bool, Path | None]]:
     """Run `files` (in `run_order`), `jobs` at a time, each once its `Needs` are met by the files
     finished so far (passed or not); results in the order of `files`. `run(file, prefix)` returns
     (passed, run folder, folders written).
@@ -137,9 +141,7 @@ def _run_scheduled(files: list[Path], needs: dict[Path, Needs], jobs: int,
     try:
         while pending or running:
             written = {f: r[2] for f, r in done.items()}
-            # What others wait for first: judge validation, then a win rate or ranking that may
-            # start (the summary waits for them), then the tasks in the given order.
-            for f in sorted((f for f in pending if needs[f].met(written)), key=_start_priority):
+            for f in sorted((f for f in pending if needs[f].met(written)), key=lambda f: (priority or {}).get(f, 2)):
                 if len(running) >= jobs:
                     break
                 pending.remove(f)

@@ -390,3 +390,17 @@ def judge_trust(validation_results_path: str | Path, judge_names: Sequence[str],
 def trust_warnings(table: pd.DataFrame) -> list[str]:
     """The warnings of a `judge_trust` table, one sentence each."""
     return [w for w in table.get("warning", pd.Series(dtype=str)) if isinstance(w, str) and w]
+
+
+def trust_columns(trust: pd.DataFrame) -> pd.DataFrame:
+    """The judge-trust columns every judge table shows (one row per judge, indexed by judge):
+    'validated accuracy [95% CI]', 'validated kappa', 'validated n'; '–' where a judge was not
+    validated or gave no verdict."""
+    t = trust.set_index("judge") if "judge" in trust.columns else trust
+    out = pd.DataFrame(index=t.index)
+    out["validated accuracy [95% CI]"] = [
+        "–" if pd.isna(a) else f"{a:.0%} [{lo:.0%}, {hi:.0%}]"
+        for a, lo, hi in t[["validated_accuracy", "validated_accuracy_ci_low", "validated_accuracy_ci_high"]].to_numpy()]
+    out["validated kappa"] = ["–" if pd.isna(k) else f"{k:.2f}" for k in t["validated_kappa"]]
+    out["validated n"] = t["validated_n"].astype(object).where(t["validated_n"].notna(), "–")
+    return out

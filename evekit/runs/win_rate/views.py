@@ -9,10 +9,12 @@ import numpy as np
 import pandas as pd
 
 from evekit.paths import display_path
-from evekit.report import json_safe, write_run_record
-from evekit.winrate.analysis import agreement_matrix, eve_metrics
-from evekit.winrate.config import ALPHA, WinRateConfig
-from evekit.winrate.matching import Comparison
+from evekit.report import json_safe
+from evekit.runs.records import write_run_record
+from evekit.runs.win_rate.kind import KIND
+from evekit.runs.win_rate.analysis import agreement_matrix, eve_metrics
+from evekit.runs.win_rate.params import ALPHA, WinRateParams
+from evekit.runs.win_rate.matching import Comparison
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -50,42 +52,40 @@ def unmatched_table(comparisons: Sequence[Comparison]) -> pd.DataFrame:
     return pd.concat(parts, ignore_index=True)[cols] if parts else pd.DataFrame(columns=cols)
 
 
-def setup_table(cfg: WinRateConfig) -> pd.DataFrame:
+def setup_table(cfg: WinRateParams) -> pd.DataFrame:
     """Who is compared and who judges: one row per model and per judge (no secrets)."""
     rows = [{"role": side, "name": m.name, "source": m.file, "endpoint": "", "temperature": ""}
-            for side, models in (("model_a", cfg.model_a), ("model_b", cfg.model_b)) for m in models]
+            for side, models in (("model_a", cfg.model_a_specs), ("model_b", cfg.model_b_specs)) for m in models]
     rows += [{"role": "judge", "name": j.name, "source": j.model, "endpoint": j.base_url,
-              "temperature": cfg.temperature if j.temperature is None else j.temperature} for j in cfg.judges]
+              "temperature": cfg.judge_temperature if j.temperature is None else j.temperature}
+             for j in cfg.judge_specs()]
     return pd.DataFrame(rows)
 
 
-def judge_table(comparisons: Sequence[Comparison], cfg: WinRateConfig, usage: pd.DataFrame) -> pd.DataFrame:
+def judge_table(comparisons: Sequence[Comparison], cfg: WinRateParams, usage: pd.DataFrame) -> pd.DataFrame:
     """Per judge: its usage, its decisions without a usable verdict with their reasons (a copied
     template, a rationale naming the other side, ...), and with `judge_validation` its validated
     accuracy and kappa (a warning printed when kappa < 0.4); a note when a judge is the demo model."""
-    from evekit.judges.validation import judge_trust, trust_warnings
+    from evekit.judges.validation import judge_trust, trust_columns, trust_warnings
     from evekit.judges.verdicts import abstention_reasons, reasons_text
     from evekit.paths import resolve_path
 
     table = usage.copy()
     results = pd.concat([c.results for c in comparisons], ignore_index=True)
-    names = [j.name for j in cfg.judges]
+    names = [j.name for j in cfg.judge_specs()]
     table = table.reindex(names)
     table["abstained"] = [int(results.loc[results["judge"] == n, "failed"].sum()) for n in names]
     table["abstention reasons"] = [reasons_text(abstention_reasons(results.loc[results["judge"] == n, "error"])) or "–"
                                    for n in names]
     notes = []
     if cfg.judge_validation:
-        trust = judge_trust(resolve_path(cfg.judge_validation), names, kind="pairwise").set_index("judge")
-        table["validated accuracy"] = [("–" if pd.isna(a) else f"{a:.0%} [{lo:.0%}, {hi:.0%}]") for a, lo, hi in
-                                       trust[["validated_accuracy", "validated_accuracy_ci_low",
-                                              "validated_accuracy_ci_high"]].to_numpy()]
-        table["validated kappa"] = ["–" if pd.isna(k) else f"{k:.2f}" for k in trust["validated_kappa"]]
-        notes += [f"Warning: {w}" for w in trust_warnings(trust.reset_index())]
-    from evekit.server import demo_judge_note, demo_judges
+        trust = judge_trust(resolve_path(cfg.judge_validation), names, kind="pairwise")
+        table = table.join(trust_columns(trust))
+        notes += [f"Warning: {w}" for w in trust_warnings(trust)]
+    from evekit.demo import demo_judge_note, demo_judges
 
-    if demo_judges(cfg.judges):
-        notes.append(demo_judge_note(demo_judges(cfg.judges)))
+    if demo_judges(cfg.judge_specs()):
+        notes.append(demo_judge_note(demo_judges(cfg.judge_specs())))
     for note in notes:
         print(f"Note: {note}" if not note.startswith("Warning") else note)
     table.index.name = "judge"
@@ -210,7 +210,7 @@ def _reasons(results: pd.DataFrame, judge: str) -> dict[str, int]:
     return abstention_reasons(results.loc[results["judge"] == judge, "error"])
 
 
-def save_outputs(comparisons: Sequence[Comparison], cfg: WinRateConfig,
+def save_outputs(comparisons: Sequence[Comparison], cfg: WinRateParams,
                  usage: dict[str, Any] | None = None) -> list[Path]:
     """Write each comparison's folder with its run.json record (what the batch runner reads).
 
@@ -223,7 +223,7 @@ def save_outputs(comparisons: Sequence[Comparison], cfg: WinRateConfig,
 
     dirs = []
     for comp in comparisons:
-        d = cfg.out_dir(comp)
+        d = cfg.run_dir / KIND.name / comp.label
         d.mkdir(parents=True, exist_ok=True)
         comp.results.to_csv(d / "results.csv", index=False)
         comp.summary.to_csv(d / "summary.csv", index=False)
@@ -244,7 +244,7 @@ def save_outputs(comparisons: Sequence[Comparison], cfg: WinRateConfig,
             "abstention_reasons": {j: _reasons(comp.results, j) for j in comp.judges},
         }
         (d / "metrics.json").write_text(json.dumps(json_safe(record), indent=2, ensure_ascii=False) + "\n")
-        write_run_record(d, kind="win_rate", notebook="win_rate", run_name=cfg.run_name, task=cfg.task,
+        write_run_record(d, kind=KIND, notebook=KIND.notebooks[0], run_name=cfg.run_name, task=cfg.task,
                          model_a=comp.name_a, model_b=comp.name_b)
         print(f"Saved outputs to {display_path(d)}")
         dirs.append(d)

@@ -1,7 +1,7 @@
 """From N models' answer files to battles: questions matched across the files, pairs chosen per
 question, and the pairwise judge panel's decisions as battles.csv rows.
 
-Reading a file is `evekit.winrate.matching.read_answers` (evekit samples.csv, EVE evalkit and
+Reading a file is `evekit.runs.win_rate.matching.read_answers` (evekit samples.csv, EVE evalkit and
 lm-eval CSVs) and the pairwise judges are an `evekit.judges.JudgePanel`, as in the win rate; what
 is new here is matching more than two files and sampling pairs (`evekit.ranking.sample_pairs`).
 
@@ -20,7 +20,7 @@ import pandas as pd
 from evekit.errors import DataError
 from evekit.judges import JudgePanel, PairCase
 from evekit.ranking import judge_call_count, sample_pairs
-from evekit.winrate.matching import ModelSpec, normalize_ws, read_answers
+from evekit.runs.win_rate.matching import ModelSpec, normalize_ws, read_answers
 
 __all__ = ["BATTLE_COLUMNS", "Matched", "match_models", "plan_pairs", "call_plan", "judge_battles"]
 

@@ -18,6 +18,7 @@ import pandas as pd
 
 from evekit.errors import ParameterError
 from evekit.paths import resolve_path, safe_name
+from evekit.runs.params import check_files
 
 __all__ = ["REQUIRED_COLUMNS", "ModelSpec", "Comparison", "normalize_ws", "unwrap_response", "read_answers",
            "match_files", "load_comparisons"]
@@ -41,6 +42,25 @@ class ModelSpec:
         if not isinstance(d, dict) or not d.get("name") or not d.get("file"):
             raise ParameterError(f"{side}: each entry needs `name` and `file`, got {d!r}")
         return cls(name=str(d["name"]), file=str(d["file"]))
+
+
+def model_specs(values: Any, side: str) -> list[ModelSpec]:
+    """A parameter's list of {name, file} as ModelSpecs: at least one, unique names, files that
+    exist (relative paths resolve like every user path). `side` names the parameter in errors."""
+    if isinstance(values, dict):
+        values = [values]
+    if not isinstance(values, (list, tuple)) or not values:
+        raise ParameterError(f"{side} must be a non-empty list of {{name, file}}, got {values!r}")
+    specs = [ModelSpec.from_dict(d, side) for d in values]
+    names = [s.name for s in specs]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise ParameterError(f"{side}: model names must be unique; repeated: {', '.join(dupes)}")
+    for s in specs:
+        if check_files() and not resolve_path(s.file).is_file():
+            raise ParameterError(f"{side} {s.name!r}: file not found: {s.file} "
+                                 f"(tried {Path(s.file).resolve()} and {resolve_path(s.file)})")
+    return specs
 
 
 def normalize_ws(text: Any) -> str:

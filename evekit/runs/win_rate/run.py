@@ -17,44 +17,35 @@ from typing import Any
 
 import pandas as pd
 
-from evekit.server import demo_judge_note, demo_judges
-from evekit.winrate import views
-from evekit.winrate.config import WinRateConfig
-from evekit.winrate.judging import run_judges
-from evekit.winrate.matching import Comparison, load_comparisons
+from evekit.runs.base import NotebookRun
+from evekit.runs.win_rate import views
+from evekit.runs.win_rate.params import WinRateParams
+from evekit.runs.win_rate.judging import run_judges
+from evekit.runs.win_rate.matching import Comparison, load_comparisons
 
 __all__ = ["WinRateRun"]
 
 
-class WinRateRun:
-    """The parameters, the comparisons and what the judges said, for one notebook run.
+class WinRateRun(NotebookRun):
+    """The parameters, the comparisons and what the judges said, for one notebook run."""
 
-    `clients` (judge name -> an object with `.generate(requests, desc)` and `.usage`) replaces the
-    judges' ModelClients, for tests.
-    """
+    Params = WinRateParams
 
-    def __init__(self, config: WinRateConfig, clients: dict[str, Any] | None = None) -> None:
-        self.config = config
-        self.clients = clients
+    def __init__(self, config: WinRateParams, clients: dict[str, Any] | None = None) -> None:
+        super().__init__(config, clients)
         self.comparisons: list[Comparison] = []
         self.usage: dict[str, dict[str, Any]] = {}
-
-    @classmethod
-    def from_notebook(cls, namespace: dict[str, Any]) -> "WinRateRun":
-        """Pick the parameter names out of a notebook's globals() and validate them."""
-        return cls(WinRateConfig.from_notebook(namespace))
 
     def setup_table(self) -> pd.DataFrame:
         """Who is compared and who judges: one row per model and per judge (no secrets); a note
         when a judge is the embedded demo model."""
-        demo = demo_judges(self.config.judges)
-        if demo:
-            print(f"Note: {demo_judge_note(demo)}")
+        for note in self.demo_notes():
+            print(f"Note: {note}")
         return views.setup_table(self.config)
 
     def load(self) -> pd.DataFrame:
         """Every model_a x model_b pair, matched by question; returns what was read, matched and left out."""
-        self.comparisons = load_comparisons(self.config.model_a, self.config.model_b, limit=self.config.limit)
+        self.comparisons = load_comparisons(self.config.model_a_specs, self.config.model_b_specs, limit=self.config.limit)
         return views.matching_table(self.comparisons)
 
     def unmatched_table(self) -> pd.DataFrame:
@@ -63,7 +54,12 @@ class WinRateRun:
 
     def judge(self) -> pd.DataFrame:
         """Ask every judge about every pair of every comparison; returns the usage per judge."""
-        self.usage = run_judges(self._loaded(), self.config, self.clients)
+        c = self.config
+        panel = self.judge_panel("pairwise")
+        try:
+            self.usage = run_judges(self._loaded(), panel, seed=c.seed, both_orders=c.both_orders, alpha=c.alpha)
+        finally:
+            self.close_panel(panel)
         table = pd.DataFrame.from_dict(self.usage, orient="index")
         counts = [c for c in table.columns if c != "seconds"]
         table[counts] = table[counts].fillna(0).astype(int)  # counts as counts (26, not 26.0)

@@ -21,50 +21,38 @@ import pandas as pd
 
 from evekit import ranking as R
 from evekit.errors import DataError
-from evekit.judges import JudgePanel
-from evekit.ranking_run import battles as B
-from evekit.ranking_run import views
-from evekit.ranking_run.config import RankingConfig
-from evekit.server import DEMO_MODEL_NOTE, is_demo_model
+from evekit.paths import safe_name
+from evekit.runs.base import NotebookRun
+from evekit.runs.ranking import battles as B
+from evekit.runs.ranking import views
+from evekit.runs.ranking.kind import KIND
+from evekit.runs.ranking.params import RankingParams
+from evekit.demo import DEMO_MODEL_NOTE, is_demo_model
 
 __all__ = ["RankingRun"]
 
 
-class RankingRun:
-    """The parameters, the matched answers, the battles and the ratings of one notebook run.
+class RankingRun(NotebookRun):
+    """The parameters, the matched answers, the battles and the ratings of one notebook run."""
 
-    `clients` (judge name -> an object with `.generate(requests, desc)` and `.usage`) replaces the
-    judges' ModelClients, for tests.
-    """
+    Params = RankingParams
 
-    def __init__(self, config: RankingConfig, clients: dict[str, Any] | None = None) -> None:
-        self.config = config
-        self.clients = clients
+    def __init__(self, config: RankingParams, clients: dict[str, Any] | None = None) -> None:
+        super().__init__(config, clients)
         self.matched: B.Matched | None = None
         self.pairs: pd.DataFrame | None = None
         self.call_plan: dict[str, Any] = {}
         self.battles: pd.DataFrame | None = None
         self.ratings: pd.DataFrame | None = None
         self.usage: dict[str, dict[str, Any]] = {}
-        self.notes: list[str] = []
-        self.seconds = 0.0
-
-    @classmethod
-    def from_notebook(cls, namespace: dict[str, Any]) -> "RankingRun":
-        """Pick the parameter names out of a notebook's globals() and validate them."""
-        return cls(RankingConfig.from_notebook(namespace))
-
-    @classmethod
-    def from_params(cls, clients: dict[str, Any] | None = None, **params: Any) -> "RankingRun":
-        """From keyword parameters (scripts and tests)."""
-        return cls(RankingConfig.from_dict(params), clients)
+        self.judge_seconds = 0.0
 
     # ------------------------------------------------------------------ before judging
     @property
     def demo_note(self) -> str | None:
         """The tiny-model caveat when the embedded model answers or judges."""
         c = self.config
-        names = [m.name for m in c.model_specs] + [m.file for m in c.model_specs] + [j.model for j in c.judge_specs]
+        names = [m.name for m in c.model_specs] + [m.file for m in c.model_specs] + [j.model for j in c.judge_specs()]
         return DEMO_MODEL_NOTE if any(is_demo_model(n) for n in names) else None
 
     def setup_table(self) -> pd.DataFrame:
@@ -73,7 +61,7 @@ class RankingRun:
         rows = [{"role": "baseline" if m.name == c.baseline else "model", "name": m.name, "source": m.file,
                  "endpoint": "", "temperature": ""} for m in c.model_specs]
         rows += [{"role": "judge", "name": j.name, "source": j.model, "endpoint": j.base_url,
-                  "temperature": c.temperature if j.temperature is None else j.temperature} for j in c.judge_specs]
+                  "temperature": c.judge_temperature if j.temperature is None else j.temperature} for j in c.judge_specs()]
         return pd.DataFrame(rows)
 
     def load(self) -> pd.DataFrame:
@@ -97,7 +85,7 @@ class RankingRun:
         m = self._matched()
         self.pairs = B.plan_pairs(m, max_pairs_per_question=c.max_pairs_per_question, seed=c.seed,
                                   both_orders=c.both_orders)
-        self.call_plan = B.call_plan(m, self.pairs, len(c.judge_specs), both_orders=c.both_orders,
+        self.call_plan = B.call_plan(m, self.pairs, len(c.judge_specs()), both_orders=c.both_orders,
                                      max_pairs_per_question=c.max_pairs_per_question)
         print(views.plan_text(self.call_plan))
         return self.call_plan
@@ -105,20 +93,16 @@ class RankingRun:
     # ------------------------------------------------------------------ judging and rating
     def judge(self) -> pd.DataFrame:
         """Every planned decision by every judge -> `battles`; returns the usage per judge."""
-        c = self.config
         if self.pairs is None:
             self.plan()
-        panel = JudgePanel(c.judge_specs, "pairwise", concurrency=c.concurrency, timeout=c.timeout,
-                           max_retries=c.max_retries, cache_dir=c.cache_path, offline=c.offline,
-                           temperature=c.temperature, max_tokens=c.max_tokens, clients=self.clients)
+        panel = self.judge_panel("pairwise")
         start = time.perf_counter()
         try:
             self.battles = B.judge_battles(self._matched(), self.pairs, panel)
             self.usage = panel.usage_by_judge()
         finally:
-            if self.clients is None:
-                panel.close()
-        self.seconds = time.perf_counter() - start
+            self.close_panel(panel)
+        self.judge_seconds = time.perf_counter() - start
         table = pd.DataFrame.from_dict(self.usage, orient="index")
         counts = [col for col in table.columns if col != "seconds"]
         table[counts] = table[counts].fillna(0).astype(int)  # counts as counts (26, not 26.0)
@@ -170,7 +154,7 @@ class RankingRun:
         """Per judge: its battles, those without a verdict, and (with `judge_validation`, a
         judge-validation results.json of the pairwise kind) its validated accuracy and kappa against
         expert labels; a warning is printed for each judge whose kappa is below 0.4."""
-        from evekit.judges.validation import judge_trust, trust_warnings
+        from evekit.judges.validation import judge_trust, trust_columns, trust_warnings
         from evekit.paths import resolve_path
 
         path = self.config.judge_validation
@@ -179,17 +163,13 @@ class RankingRun:
                   "(run notebooks/judge_validation.ipynb with judge_kind='pairwise' and pass its results.json).")
             return None
         battles = self._battles()
-        names = [j.name for j in self.config.judge_specs]
+        names = [j.name for j in self.config.judge_specs()]
         trust = judge_trust(resolve_path(path), names, kind="pairwise").set_index("judge")
         table = pd.DataFrame(index=pd.Index(names, name="judge"))
         table["battles"] = [int((battles["judge"] == n).sum()) for n in names]
         no_verdict = battles["winner"].fillna("").astype(str).eq("")
         table["no verdict"] = [int(((battles["judge"] == n) & no_verdict).sum()) for n in names]
-        table["validated accuracy"] = ["–" if pd.isna(a) else f"{a:.0%} [{lo:.0%}, {hi:.0%}]" for a, lo, hi in
-                                       trust[["validated_accuracy", "validated_accuracy_ci_low",
-                                              "validated_accuracy_ci_high"]].to_numpy()]
-        table["validated kappa"] = ["–" if pd.isna(k) else f"{k:.2f}" for k in trust["validated_kappa"]]
-        table["validated n"] = trust["validated_n"]
+        table = table.join(trust_columns(trust))
         self.trust = trust
         for warning in trust_warnings(trust.reset_index()):
             print(f"Warning: {warning}")
@@ -217,7 +197,7 @@ class RankingRun:
         pooled = ratings[ratings["judge"] == R.POOLED]
         return {
             "task": c.task, "models": [m.name for m in c.model_specs], "baseline": c.baseline,
-            "judges": [j.name for j in c.judge_specs], "n_questions": len(self._matched().questions),
+            "judges": [j.name for j in c.judge_specs()], "n_questions": len(self._matched().questions),
             "n_battles": len(battles), "n_failed": int(counts.set_index("judge").at[R.POOLED, "excluded"]),
             "method": {"model": "Bradley–Terry, maximum likelihood (scipy), ties half a win, each battles.csv "
                                 "row once", "scale": "Elo: 400 log10 odds, " +
@@ -234,7 +214,7 @@ class RankingRun:
             "disagreements": self.disagreements(), "notes": self.notes + self._matched().notes,
             "judge_trust": (None if getattr(self, "trust", None) is None
                             else self.trust.reset_index().to_dict(orient="records")),
-            "plan": self.call_plan, "usage": self.usage, "seconds": self.seconds,
+            "plan": self.call_plan, "usage": self.usage, "seconds": self.judge_seconds,
             "demo_model_note": self.demo_note, "params": c.as_dict(),
         }
 
@@ -243,7 +223,7 @@ class RankingRun:
         c = self.config
         matched = self._matched()
         return views.save_outputs(
-            c.out_dir, battles=self._battles(), ratings=self._rated(), record=self.results(),
+            c.run_dir / KIND.name / safe_name(c.task), battles=self._battles(), ratings=self._rated(), record=self.results(),
             run_name=c.run_name, task=c.task, models=matched.models,
             extra_tables={"left_out.csv": matched.left_out,
                           "kendall_tau.csv": R.kendall_tau_between_judges(self._rated())})

@@ -10,7 +10,9 @@ import pandas as pd
 
 from evekit import ranking as R
 from evekit.paths import display_path
-from evekit.report import json_safe, write_run_record
+from evekit.report import json_safe
+from evekit.runs.ranking.kind import KIND
+from evekit.runs.records import write_run_record
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -173,6 +175,6 @@ def save_outputs(out_dir: Path, *, battles: pd.DataFrame, ratings: pd.DataFrame,
         plots.save_figure(fig, out_dir / name)
         plt.close(fig)
     (out_dir / "results.json").write_text(json.dumps(json_safe(record), indent=2, ensure_ascii=False) + "\n")
-    write_run_record(out_dir, kind="ranking", notebook="ranking", run_name=run_name, task=task, models=list(models))
+    write_run_record(out_dir, kind=KIND, notebook=KIND.notebooks[0], run_name=run_name, task=task, models=list(models))
     print(f"Saved outputs to {display_path(out_dir)}")
     return out_dir

@@ -22,11 +22,11 @@ import numpy as np
 import pandas as pd
 
 from evekit.judges import JudgePanel, PairCase
-from evekit.winrate.analysis import summarize
-from evekit.winrate.config import ALPHA, WinRateConfig
-from evekit.winrate.matching import Comparison, normalize_ws
+from evekit.runs.win_rate.analysis import summarize
+from evekit.runs.win_rate.params import ALPHA
+from evekit.runs.win_rate.matching import Comparison, normalize_ws
 
-__all__ = ["RESULT_COLUMNS", "ROLE", "SIDE", "a_shown_first", "make_panel", "judge_comparison", "run_judges", "judge_outcomes"]
+__all__ = ["RESULT_COLUMNS", "ROLE", "SIDE", "a_shown_first", "judge_comparison", "run_judges", "judge_outcomes"]
 
 RESULT_COLUMNS = [
     "comparison", "judge", "judge_model", "qid", "order", "question", "target", "model_a", "model_b",
@@ -74,13 +74,6 @@ def _decisions(comp: Comparison, seed: int, both_orders: bool) -> list[dict[str,
     return out
 
 
-def make_panel(cfg: WinRateConfig, clients: dict[str, Any] | None = None) -> JudgePanel:
-    """The pairwise judge panel of a win-rate run (`clients`: stand-ins per judge name, for tests)."""
-    return JudgePanel(cfg.judges, "pairwise", concurrency=cfg.concurrency, timeout=cfg.timeout,
-                      max_retries=cfg.max_retries, cache_dir=cfg.cache_path, offline=cfg.offline,
-                      temperature=cfg.temperature, max_tokens=cfg.max_tokens, clients=clients)
-
-
 def judge_comparison(comp: Comparison, panel: JudgePanel, *, seed: int, both_orders: bool = False,
                      alpha: float = ALPHA) -> pd.DataFrame:
     """Ask every judge about every pair; fill `comp.results` (one row per decision) and `comp.summary`.
@@ -121,20 +114,14 @@ def judge_comparison(comp: Comparison, panel: JudgePanel, *, seed: int, both_ord
     return comp.results
 
 
-def run_judges(comparisons: Sequence[Comparison], cfg: WinRateConfig,
-               clients: dict[str, Any] | None = None) -> dict[str, dict[str, Any]]:
-    """Judge every comparison with every judge; returns per-judge usage (requests, cache hits, tokens).
-
-    One panel for all comparisons: each judge probes the structured-output chain once per run.
-    """
-    panel = make_panel(cfg, clients)
-    try:
-        for comp in comparisons:
-            judge_comparison(comp, panel, seed=cfg.seed, both_orders=cfg.both_orders, alpha=cfg.alpha)
-        return panel.usage_by_judge()
-    finally:
-        if clients is None:
-            panel.close()
+def run_judges(comparisons: Sequence[Comparison], panel: JudgePanel, *, seed: int, both_orders: bool,
+               alpha: float = ALPHA) -> dict[str, dict[str, Any]]:
+    """Judge every comparison with every judge of `panel`; returns per-judge usage (requests, cache
+    hits, tokens). One panel for all comparisons: each judge probes the structured-output chain once
+    per run."""
+    for comp in comparisons:
+        judge_comparison(comp, panel, seed=seed, both_orders=both_orders, alpha=alpha)
+    return panel.usage_by_judge()
 
 
 def _combine_orders(sides: pd.Series) -> str | None:

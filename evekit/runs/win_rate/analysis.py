@@ -16,8 +16,8 @@ from evekit.judges import get_kind
 from evekit.judges import judge_agreement as per_sample_agreement
 from evekit import stats
 from evekit.stats import wilson_ci
-from evekit.winrate.config import ALPHA
-from evekit.winrate.matching import Comparison
+from evekit.runs.win_rate.params import ALPHA
+from evekit.runs.win_rate.matching import Comparison
 
 __all__ = ["SUMMARY_COLUMNS", "CI_COLUMNS", "win_rates", "sign_test", "judge_agreement", "agreement_matrix",
            "question_interval", "summarize", "eve_metrics"]

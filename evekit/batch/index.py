@@ -1,0 +1,108 @@
+"""`<run>/index.html`: every report of a run with its headline number and failures.
+
+What is listed comes from the run.json records the notebooks' save steps wrote (never from
+guessing folder layouts), each kind saying how its runs read on the page (`RunKind.index_row`,
+`RunKind.headline`). Everything a dataset, model or judge wrote is escaped: text, never markup.
+"""
+from __future__ import annotations
+
+import html
+import json
+import os
+from datetime import datetime, timezone
+from pathlib import Path
+
+import evekit
+from evekit.demo import DEMO_MODEL_NOTE, demo_judge_note, demo_judges, is_demo_model
+from evekit.report import write_text_atomic
+from evekit.runs.records import RunRecord, find_run_records
+from evekit.runs.registry import KINDS
+
+__all__ = ["write_index"]
+
+
+def _record_demo_judges(record: RunRecord) -> list[str]:
+    """Demo-model judges behind a run's scores (from the parameters its results record)."""
+    for name in ("metrics.json", "results.json"):
+        try:
+            data = json.loads((record.dir / name).read_text())
+        except (OSError, ValueError):
+            continue
+        return demo_judges((data.get("params") or {}).get("judges") or [])
+    return []
+
+
+def _other_runs_list(run_dir: Path, batch_runs: "list[Path] | tuple[Path, ...]") -> str:
+    """'Other runs of this batch' with a link to each one's index.html (relative, so a copied
+    output folder keeps working)."""
+    others = sorted({Path(r).resolve() for r in batch_runs} - {run_dir.resolve()})
+    if not others:
+        return ""
+    items = "".join(
+        f'<li><a href="{html.escape(Path(os.path.relpath(o / "index.html", run_dir.resolve())).as_posix())}">'
+        f"{html.escape(o.name)}</a></li>" for o in others)
+    return f"<h2>Other runs of this batch</h2>\n<ul>{items}</ul>"
+
+
+def write_index(run_dir: Path, batch_runs: "list[Path] | tuple[Path, ...]" = ()) -> Path:
+    """`<run_dir>/index.html`; `failed/` holds the batch runner's reports of notebooks that failed.
+    `batch_runs`: the run folders of the same `evekit run` (this one may be among them); the index
+    links the indexes of the others."""
+    run_dir = Path(run_dir)
+    others = _other_runs_list(run_dir, batch_runs)
+    models: set[str] = set()
+    judges: set[str] = set()  # judges that are the demo model, behind any judged score of the run
+    records, unreadable = find_run_records(run_dir)
+    rows = [f"<tr><td colspan='8'>unreadable: {html.escape(str(p.relative_to(run_dir)))}</td></tr>"
+            for p in unreadable]
+    extra = []
+    # Kinds with a results row first (tasks), then the others in batch order (judge validation,
+    # win rates and rankings, the summary).
+    known = [r for r in records if r.kind in KINDS]
+    for record in sorted(known, key=lambda r: (KINDS[r.kind].index_row is None, KINDS[r.kind].phase, str(r.dir))):
+        kind = KINDS[record.kind]
+        judges.update(_record_demo_judges(record))
+        report = record.dir / "report.html"
+        href = html.escape(Path(os.path.relpath(report, run_dir)).as_posix())
+        if kind.index_row is not None:
+            try:
+                row = kind.index_row(record, None)
+            except ValueError:  # half-written or foreign file: list it, do not fail the index
+                rows.append(f"<tr><td colspan='8'>unreadable: {html.escape(str(record.dir.relative_to(run_dir)))}"
+                            "</td></tr>")
+                continue
+            models.add(row.cells[1])
+            link = f'<a href="{href}">report</a>' if report.exists() else "no report"
+            rows.append("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row.cells) + f"<td>{link}</td></tr>")
+            continue
+        label = kind.label(record)
+        note = kind.headline(record)
+        target = f'<a href="{href}">{html.escape(label)}</a>' if report.exists() else f"{html.escape(label)} (no report)"
+        extra.append(f"<li>{target} {html.escape(note)}</li>")
+    for report in sorted(run_dir.glob("failed/*/report.html")):
+        rel = report.relative_to(run_dir)
+        extra.append(f'<li><a href="{html.escape(rel.as_posix())}">FAILED: {html.escape(rel.parts[1])}</a></li>')
+    demo_note = f" {html.escape(DEMO_MODEL_NOTE)}" if any(is_demo_model(m) for m in models) else ""
+    if judges:
+        demo_note += f" {html.escape(demo_judge_note(sorted(judges)))}"
+    page = f"""<!doctype html>
+<html><head><meta charset="utf-8"><title>evekit run {html.escape(run_dir.name)}</title>
+<style>body{{font-family:sans-serif;margin:2em;max-width:90em}}table{{border-collapse:collapse}}
+td:nth-child(4){{white-space:nowrap}}
+td,th{{border:1px solid #ccc;padding:.3em .6em;text-align:left}}th{{background:#eee}}</style></head>
+<body><h1>evekit run <code>{html.escape(run_dir.name)}</code></h1>
+<p>Headline metric per task with its 95% confidence interval; <em>n</em>: the items behind that metric
+(of the run's items, when some were left out). <em>baseline</em>: the accuracy of always giving the most
+frequent gold answer, where items have one gold letter or label. <em>unparsed</em>: answers the
+model gave in an unusable form (scored wrong); <em>failed</em>: infrastructure failures (excluded from the
+metric).{demo_note}</p>
+<table><tr><th>task</th><th>model</th><th>metric</th><th>value [95% CI]</th><th>n</th><th>unparsed</th>
+<th>failed</th><th>baseline: always the most frequent answer</th><th></th></tr>
+{''.join(rows)}
+</table>
+<ul>{''.join(extra)}</ul>
+{others}
+<p><small>evekit {evekit.__version__}, written {datetime.now(timezone.utc).isoformat(timespec='seconds')}</small></p>
+</body></html>
+"""
+    return write_text_atomic(run_dir / "index.html", page)

@@ -1,0 +1,41 @@
+"""The ranking kind: N models' answers, pairwise battles, Bradley–Terry ratings."""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import pandas as pd
+
+from evekit.runs.kind import RunKind
+from evekit.runs.ranking.params import RankingParams
+from evekit.runs.records import RunRecord
+
+__all__ = ["KIND"]
+
+
+def headline(record: RunRecord) -> str:
+    """The pooled ranking: '(1. m1 1178 [1154, 1205]; 2. m2 ...)'."""
+    try:
+        df = pd.read_csv(record.dir / "ratings.csv")
+        pooled = df[df["judge"] == "pooled"].sort_values(["rank", "rating"], ascending=[True, False])
+        parts = [f"{int(r['rank'])}. {r['model']} {r['rating']:.0f}"
+                 + (f" [{r['ci_low']:.0f}, {r['ci_high']:.0f}]" if pd.notna(r["ci_low"]) else "")
+                 for _, r in pooled.iterrows()]
+        return f"(pooled Bradley–Terry ratings: {'; '.join(parts)})" if parts else ""
+    except Exception:  # a half-written or foreign table must not break the index
+        return ""
+
+
+def _reads(p: Any) -> list[str]:
+    files = [m.get("file") for m in p.models if isinstance(m, dict)]
+    return [f for f in [p.judge_validation, *files] if isinstance(f, str) and f]
+
+
+def _subject(record: RunRecord, params: Mapping[str, Any]) -> str | None:
+    models = record.details.get("models") or [m.get("name") for m in params.get("models") or []
+                                              if isinstance(m, dict)]
+    return ", ".join(str(m) for m in models if m) or None
+
+
+KIND = RunKind(name="ranking", title="ranking", phase=2, notebooks=("ranking",), params=RankingParams,
+               runner="evekit.runs.ranking.run:RankingRun", reads=_reads, headline=headline, subject=_subject,
+               plan_note="not planned: its judge calls depend on the answer files of other runs")

@@ -1,0 +1,329 @@
+"""The summary across runs: leaderboard, paired significance between models, what each task's size
+can detect, total usage."""
+from __future__ import annotations
+
+import itertools
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from evekit import stats
+from evekit.report import format_metric
+from evekit.runs.ranking.kind import KIND as RANKING
+from evekit.runs.records import RUN_RECORD, read_run_record, write_run_record
+from evekit.runs.summary.kind import KIND
+from evekit.runs.task.kind import KIND as TASK
+from evekit.runs.task.results import headline
+from evekit.demo import DEMO_MODEL_NOTE, demo_judge_note, demo_judges, is_demo_model
+
+__all__ = ["Entry", "collect", "leaderboard", "leaderboard_wide", "paired_tests", "detectable_differences",
+           "usage_totals", "save_summary", "demo_model_note", "rankings", "RANKING_COLUMNS"]
+
+_DECIMALS = 12
+
+
+@dataclass
+class Entry:
+    run: str
+    model: str
+    task: str
+    results: dict[str, Any]
+    folder: Path
+
+    @property
+    def label(self) -> str:
+        return f"{self.model} ({self.run})"
+
+
+def collect(output_dir: Path, runs: list[str]) -> list[Entry]:
+    """Every `results.json` under `<output_dir>/<run>/<model>/<task>/` for the given runs."""
+    entries = []
+    for run in runs:
+        for res_file in sorted((Path(output_dir) / run).glob("*/*/results.json")):
+            if _kind(res_file.parent) not in (None, TASK.name):
+                continue  # a ranking's results.json (outputs/<run>/ranking/<task>/) is not a task result
+            res = json.loads(res_file.read_text())
+            if res.get("kind") not in (None, TASK.name) or "model" not in res or "task" not in res:
+                continue  # outputs/<run>/judge_validation/<kind>/: judges measured, no model result
+            entries.append(Entry(run, res["model"], res["task"], res, res_file.parent))
+    return entries
+
+
+def _kind(folder: Path) -> str | None:
+    """The kind of the run.json record in `folder` (None: no readable record)."""
+    try:
+        return read_run_record(folder / RUN_RECORD).kind
+    except (OSError, ValueError):
+        return None
+
+
+RANKING_COLUMNS = ["run", "task", "rank", "model", "rating", "ci_low", "ci_high", "style_rating", "style_ci_low",
+                   "style_ci_high", "n_battles", "judges", "folder"]
+
+
+def rankings(output_dir: Path, runs: list[str]) -> pd.DataFrame:
+    """The pooled Bradley–Terry ranking of every ranking notebook run of `runs`
+    (`<output_dir>/<run>/ranking/<task>/ratings.csv`): one row per run, task and model, best first."""
+    parts = []
+    for run in runs:
+        for ratings_csv in sorted((Path(output_dir) / run / RANKING.name).glob("*/ratings.csv")):
+            if _kind(ratings_csv.parent) != RANKING.name:
+                continue
+            df = pd.read_csv(ratings_csv)
+            judges = ", ".join(sorted(j for j in df["judge"].astype(str).unique() if j != "pooled"))
+            pooled = df[df["judge"] == "pooled"].sort_values(["rank", "rating"], ascending=[True, False])
+            task = ratings_csv.parent.name
+            try:
+                task = json.loads((ratings_csv.parent / "results.json").read_text()).get("task", task)
+            except (OSError, ValueError):
+                pass
+            parts.append(pooled.assign(run=run, task=task, judges=judges, folder=str(ratings_csv.parent)))
+    if not parts:
+        return pd.DataFrame(columns=RANKING_COLUMNS)
+    out = pd.concat(parts, ignore_index=True)
+    return out[[c for c in RANKING_COLUMNS if c in out.columns]].reset_index(drop=True)
+
+
+def _tidy(v: Any) -> Any:
+    """Round floats to 12 decimals so float noise (2.8e-17) reads 0."""
+    if isinstance(v, (float, np.floating)) and np.isfinite(v):
+        return round(float(v), _DECIMALS) + 0.0
+    return v
+
+
+def demo_model_note(entries: list[Entry]) -> str | None:
+    """The demo model's caveat when any model on the board, or any judge behind a score on it, is
+    the embedded demo model, else None."""
+    demo = sorted({e.model for e in entries if is_demo_model(e.model)})
+    judges = sorted({j for e in entries for j in demo_judges((e.results.get("params") or {}).get("judges") or [])})
+    notes = []
+    if demo:
+        notes.append(f"Note: {DEMO_MODEL_NOTE} (on this board: {', '.join(demo)})")
+    if judges:
+        notes.append(f"Note: {demo_judge_note(judges)}")
+    return "\n".join(notes) or None
+
+
+def leaderboard(entries: list[Entry]) -> pd.DataFrame:
+    """One row per (model, run) and task: headline metric, value, 95% CI, n, items, unparsed, failed.
+
+    `n` is the number of items behind the headline metric (results.json metrics[name]["n"]: failed
+    items, abstentions and unscored items left out); `items` is how many items the run had.
+    """
+    rows = []
+    for e in entries:
+        name, m = headline(e.results)
+        rows.append({
+            "model": e.label, "task": e.task, "metric": name,
+            "value": None if m is None else m["value"],
+            "ci_low": None if m is None else m.get("ci_low"),
+            "ci_high": None if m is None else m.get("ci_high"),
+            "n": e.results["n"] if m is None else m.get("n", e.results["n"]), "items": e.results["n"],
+            "unparsed": e.results.get("n_unparsed", 0), "failed": e.results.get("n_failed", 0),
+        })
+    return pd.DataFrame(rows)
+
+
+def leaderboard_wide(board: pd.DataFrame) -> pd.DataFrame:
+    """Models x tasks, each cell 'value [low, high]'."""
+    if board.empty:
+        return board
+    cell = board.apply(lambda r: format_metric(None if pd.isna(r["value"]) else r.to_dict()), axis=1)
+    wide = board.assign(cell=cell).pivot_table(index="model", columns="task", values="cell", aggfunc="first")
+    return wide.fillna("–")
+
+
+def _judge_names(e: Entry, samples: pd.DataFrame) -> list[str]:
+    names = e.results.get("judges")
+    if isinstance(names, list) and all(isinstance(n, str) for n in names):
+        return names
+    from evekit.judges import judge_names_in
+
+    return judge_names_in(samples)
+
+
+class _Samples:
+    """Each samples.csv read once, however many pairs it is in."""
+
+    def __init__(self) -> None:
+        self.read: dict[Path, pd.DataFrame] = {}
+
+    def __call__(self, e: Entry) -> pd.DataFrame:
+        if e.folder not in self.read:
+            self.read[e.folder] = pd.read_csv(e.folder / "samples.csv")
+        return self.read[e.folder]
+
+    def scores(self, e: Entry, metric: str) -> pd.DataFrame | None:
+        """doc_id and the per-item values of `metric` (column `value`), or None if the run has none."""
+        from evekit.tasks import metric_column
+
+        df = self(e)
+        col = metric_column(metric, _judge_names(e, df))
+        if col not in df.columns or "doc_id" not in df.columns:
+            return None
+        return df[["doc_id", col]].rename(columns={col: "value"})
+
+
+def _by_task(entries: list[Entry]) -> dict[str, list[Entry]]:
+    by_task: dict[str, list[Entry]] = {}
+    for e in entries:
+        by_task.setdefault(e.task, []).append(e)
+    return dict(sorted(by_task.items()))
+
+
+PAIRED_COLUMNS = ["task", "metric", "model_a", "model_b", "n_shared", "mean_a", "mean_b", "difference",
+                  "test", "p_value", "p_holm", "ci_low", "ci_high", "ci_method", "n_discordant", "note"]
+
+
+def paired_tests(entries: list[Entry], seed: int = 0) -> pd.DataFrame:
+    """For every task and pair of models: the headline metric compared on the items both answered.
+
+    `evekit.stats.compare_paired`: exact McNemar test and a Bonett-Price 95% interval of the
+    difference for 0/1 scores, a sign-flip permutation test and a BCa interval otherwise. The
+    per-item values are read from samples.csv through `evekit.tasks.metric_column` (a single
+    judge's `llm_as_judge` is its judge_<name> column). Items are matched by doc_id; failed items
+    of either model are left out (`n_shared` counts the pairs used). `p_holm`: Holm-adjusted
+    p-values over every pair of the table (`stats.holm`). A pair that cannot be compared keeps
+    its row with the reason in `note`.
+    """
+    rows = []
+    samples = _Samples()
+    for task, group in _by_task(entries).items():
+        for a, b in itertools.combinations(group, 2):
+            metric, _ = headline(a.results)
+            row: dict[str, Any] = {"task": task, "metric": metric, "model_a": a.label, "model_b": b.label}
+            other, _ = headline(b.results)
+            sa, sb = samples.scores(a, metric), samples.scores(b, metric)
+            if other != metric:
+                rows.append({**row, "note": f"{b.label} is summarised by {other}, {a.label} by {metric}"})
+                continue
+            if sa is None or sb is None:
+                missing = a.label if sa is None else b.label
+                rows.append({**row, "note": f"samples.csv of {missing} has no per-item {metric}"})
+                continue
+            merged = sa.merge(sb, on="doc_id", suffixes=("_a", "_b")).dropna()
+            if merged.empty:
+                rows.append({**row, "n_shared": 0, "note": "no item scored for both models"})
+                continue
+            x, y = merged["value_a"].to_numpy(float), merged["value_b"].to_numpy(float)
+            cp = stats.compare_paired(x, y, seed=seed)
+            rows.append({**row, "n_shared": cp["n"], "mean_a": _tidy(x.mean()), "mean_b": _tidy(y.mean()),
+                         "difference": cp["diff"], "test": cp["test"], "p_value": cp["p_value"],
+                         "ci_low": cp["ci_low"], "ci_high": cp["ci_high"], "ci_method": cp["ci_method"],
+                         "n_discordant": cp.get("n_discordant"), "note": ""})
+    table = pd.DataFrame(rows, columns=PAIRED_COLUMNS)
+    if len(table):
+        table["p_holm"] = stats.holm(table["p_value"].to_numpy(float))
+        table["note"] = table["note"].fillna("")
+        table["n_discordant"] = table["n_discordant"].astype("Int64")
+        table["n_shared"] = table["n_shared"].astype("Int64")
+    return table
+
+
+MDD_COLUMNS = ["task", "metric", "n", "mdd", "basis", "note"]
+
+
+def detectable_differences(entries: list[Entry], *, alpha: float = 0.05, power: float = 0.8) -> pd.DataFrame:
+    """For each task: the smallest difference in its headline metric a paired test of two models
+    detects with 80% power at alpha 0.05 for its n (`stats.min_detectable_difference`).
+
+    With two or more models on the task, from the observed pairs (the largest n of shared items
+    and, for it, the discordance rate of 0/1 scores or the SD of graded differences). With one
+    model, from the assumption that a second model of the same score errs independently
+    (discordance 2p(1 - p) for 0/1 scores, SD of differences sqrt(2) x SD of the scores); `basis`
+    says which. `note`: the sentence for the reader ("with n = 12, differences below 0.35 cannot
+    be detected").
+    """
+    samples = _Samples()
+    rows = []
+    for task, group in _by_task(entries).items():
+        metric, _ = headline(group[0].results)
+        best: dict[str, Any] | None = None
+        for a, b in itertools.combinations(group, 2):
+            if headline(b.results)[0] != metric:
+                continue
+            sa, sb = samples.scores(a, metric), samples.scores(b, metric)
+            if sa is None or sb is None:
+                continue
+            merged = sa.merge(sb, on="doc_id", suffixes=("_a", "_b")).dropna()
+            if len(merged) and (best is None or len(merged) > best["n"]):
+                res = stats.min_detectable_difference(merged["value_a"].to_numpy(float),
+                                                      merged["value_b"].to_numpy(float), alpha=alpha, power=power)
+                basis = (f"observed {a.label} vs {b.label}: "
+                         + (f"discordance {res['discordance']:.3f}" if res["kind"] == "paired_binary"
+                            else f"SD of differences {res['sd']:.3f}"))
+                best = {**res, "basis": basis}
+        if best is None:
+            s = samples.scores(group[0], metric)
+            if s is None:
+                rows.append({"task": task, "metric": metric, "n": None, "mdd": np.nan, "basis": "",
+                             "note": f"{task}: no per-item {metric} to size a comparison"})
+                continue
+            v = s["value"].dropna().to_numpy(float)
+            if len(v) and np.isin(v, (0.0, 1.0)).all():
+                p = float(v.mean())
+                res = stats.min_detectable_difference(n=len(v), kind="paired_binary", discordance=2 * p * (1 - p),
+                                                      alpha=alpha, power=power)
+                basis = f"assumed: a second model with the same score ({p:.3f}), independent errors"
+            else:
+                sd = float(np.sqrt(2) * v.std(ddof=1)) if len(v) >= 2 else float("nan")
+                res = stats.min_detectable_difference(n=len(v), kind="graded", sd=sd, alpha=alpha, power=power)
+                basis = f"assumed: independent scores, SD of differences {sd:.3f}"
+            best = {**res, "basis": basis}
+        n, mdd = best["n"], best["mdd"]
+        if np.isfinite(mdd):
+            note = (f"{task}: with n = {n}, differences in {metric} below {mdd:.2f} cannot be detected "
+                    f"({power:.0%} power, alpha {alpha})")
+        elif best["kind"] == "paired_binary" and best.get("discordance", 0) > 0:
+            note = (f"{task}: with n = {n}, no difference in {metric} can be detected with {power:.0%} power: "
+                    f"even {best['discordance']:.2f}, every item on which the models disagree going one way, "
+                    "is too small a set to separate two models")
+        else:
+            note = f"{task}: n = {n} is too small, or the scores never differ, to size a comparison"
+        rows.append({"task": task, "metric": metric, "n": n, "mdd": _tidy(mdd), "basis": best["basis"],
+                     "note": note})
+    table = pd.DataFrame(rows, columns=MDD_COLUMNS)
+    table["n"] = table["n"].astype("Int64")
+    return table
+
+
+def usage_totals(entries: list[Entry]) -> pd.DataFrame:
+    rows = [{"model": e.label, "task": e.task, **e.results.get("usage", {})} for e in entries]
+    df = pd.DataFrame(rows)
+    if df.empty:
+        return df
+    numeric = df.select_dtypes("number").columns
+    total = {"model": "total", "task": "", **df[numeric].sum().to_dict()}
+    df = pd.concat([df, pd.DataFrame([total])], ignore_index=True)
+    counts = [c for c in numeric if c != "seconds"]
+    df[counts] = df[counts].fillna(0).astype(int)
+    return df
+
+
+def save_summary(out_dir: Path, board: pd.DataFrame, tests: pd.DataFrame, usage: pd.DataFrame,
+                 figure: Any | None, *, run_name: str | None = None,
+                 detectable: pd.DataFrame | None = None) -> Path:
+    """`summary/`: leaderboard.csv, paired_tests.csv, usage.csv, detectable_differences.csv (when
+    given), leaderboard.png and run.json.
+
+    `run_name` defaults to the parent folder's name (the notebook saves to `<output_dir>/<run_name>/summary`).
+    """
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    files = ["leaderboard.csv", "paired_tests.csv", "usage.csv"]
+    board.to_csv(out_dir / "leaderboard.csv", index=False)
+    tests.to_csv(out_dir / "paired_tests.csv", index=False)
+    usage.to_csv(out_dir / "usage.csv", index=False)
+    if detectable is not None:
+        detectable.to_csv(out_dir / "detectable_differences.csv", index=False)
+        files.append("detectable_differences.csv")
+    if figure is not None:
+        figure.savefig(out_dir / "leaderboard.png", dpi=110, bbox_inches="tight")
+        files.append("leaderboard.png")
+    write_run_record(out_dir, kind=KIND, notebook=KIND.notebooks[0], run_name=run_name or out_dir.parent.name,
+                     files=files)
+    return out_dir

@@ -1,0 +1,75 @@
+"""The task kind: the six EVE task notebooks and custom_task.ipynb (one model on one task)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Mapping
+
+from evekit.report import format_metric
+from evekit.runs.kind import IndexRow, RunKind
+from evekit.runs.records import RunRecord
+from evekit.runs.task.params import TaskParams
+from evekit.runs.task.results import headline
+from evekit.tasks import TASKS
+
+__all__ = ["KIND", "CUSTOM_NOTEBOOK"]
+
+# The notebook of tasks defined in a YAML file; every EVE task has a notebook of its name.
+CUSTOM_NOTEBOOK = "custom_task"
+
+
+def _metric_n(res: dict[str, Any], m: dict[str, Any] | None) -> str:
+    """The n behind the headline metric (failed items and abstentions left out), and the item count
+    when it differs."""
+    n = res["n"] if m is None else m.get("n", res["n"])
+    return f"{n}" if n == res["n"] else f"{n} of {res['n']}"
+
+
+def _failed_cell(res: dict[str, Any]) -> str:
+    judge_failed = res.get("n_judge_failed", 0)
+    return f"{res.get('n_failed', 0)}" + (f" + {judge_failed} without verdict" if judge_failed else "")
+
+
+def _baseline_cell(res: dict[str, Any]) -> str:
+    """'always "C": 0.262 [0.17, 0.38]' (and 'not beaten' when acc's interval reaches down to it)."""
+    constant = (res.get("baselines") or {}).get("most_frequent")
+    if not constant:
+        return "–"
+    acc = res.get("metrics", {}).get("acc", {})
+    beaten = acc.get("ci_low") is not None and constant.get("value") is not None and acc["ci_low"] > constant["value"]
+    return f'always "{constant["answer"]}": {format_metric(constant)}' + ("" if beaten else " (not beaten)")
+
+
+def index_row(record: RunRecord, results: dict[str, Any] | None = None) -> IndexRow:
+    """The index's row of one task result; ValueError when its results.json is unreadable."""
+    try:
+        res = results if results is not None else json.loads((record.dir / "results.json").read_text())
+        res["task"], res["model"], res["n"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ValueError(f"{record.dir / 'results.json'}: {exc}") from None
+    name, m = headline(res)
+    return IndexRow((str(res["task"]), str(res["model"]), name, format_metric(m), _metric_n(res, m),
+                     str(res.get("n_unparsed", 0)), _failed_cell(res), _baseline_cell(res)))
+
+
+def _subject(record: RunRecord, params: Mapping[str, Any]) -> str | None:
+    return record.details.get("model") or params.get("model_name")
+
+
+def _reads(p: Any) -> list[str]:
+    return [p.judge_validation] if p.judge_validation else []
+
+
+def _implied(notebook: str, values: Mapping[str, Any]) -> dict[str, Any]:
+    """An EVE task notebook's task is its name; a custom task's is its file's (its stem stands in
+    until the notebook reads the file)."""
+    if notebook in TASKS:
+        return {"task": notebook}
+    return {"task": Path(str(values.get("task_file") or CUSTOM_NOTEBOOK)).stem}
+
+
+KIND = RunKind(
+    name="task", title="task", phase=1, notebooks=(*TASKS, CUSTOM_NOTEBOOK), params=TaskParams, runner="evekit.runs.task.run:TaskRun",
+    reads=_reads, index_row=index_row, subject=_subject,
+    implied=_implied, variant=lambda notebook: "custom" if notebook == CUSTOM_NOTEBOOK else "task", plan_note=None,
+)

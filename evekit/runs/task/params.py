@@ -1,0 +1,78 @@
+"""The task notebooks' parameters (the six EVE task notebooks and custom_task.ipynb)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, Mapping
+
+from evekit.errors import ParameterError
+from evekit.paths import safe_name
+from evekit.runs.params import Client, Judging, OnTask, Output, SeedLimit, ShowsValidation, param
+from evekit.tasks import SCORING, TASKS, supports_logprobs
+from evekit.types import check_api_key_env
+
+__all__ = ["TaskParams"]
+
+
+@dataclass(kw_only=True)
+class TaskParams(OnTask, SeedLimit, ShowsValidation, Judging, Client, Output):
+    """Everything one task notebook needs; the parameter contract of the task notebooks."""
+
+    task_file: str | None = param(None, help="evekit task YAML or an Inspect AI eval.yaml", group="what",
+                                  only="custom", path=True)
+    model_name: str = param(help="the model's name at the endpoint (and in outputs/)", group="model")
+    base_url: str = param(help="any OpenAI-compatible endpoint", group="model")
+    api_key_env: str | None = param(None, help="NAME of the environment variable holding the key", group="model")
+    api: Literal["chat", "completions"] = param("chat", help='"chat" or "completions"', group="model")
+    temperature: float = param(0.0, help="0.0: greedy", group="model", minimum=0)
+    max_tokens: int | None = param(None, help="None: the EVE default of the task", group="model", minimum=1)
+    num_fewshot: int | None = param(None, help="None: the EVE default of the task", group="model", minimum=0)
+    fewshot_sampler: Literal["first_n", "random"] = param("first_n", help='"first_n" (EVE) or "random"',
+                                                          group="model")
+    dataset: str | None = param(None, help="a local file or a hub id", group="data")
+    split: str | None = param("train", help="split of a hub dataset", group="data")
+    scoring: str | None = param(None, help='"text", "logprobs" or "both" (None: the task\'s own, "text" for EVE '
+                                "tasks)", group="data")
+    # Bring your own data: the file's column names for the task's schema (None: the schema's own).
+    input_column: str | None = param(None, help="your file's column names for the task's schema (None: the "
+                                     "schema's)", group="mapping")
+    target_column: str | None = param(None, help="None: the schema's", group="mapping")
+    choices_column: str | list[str] | None = param(None, help="one list column, or a list of columns holding one "
+                                                   "choice each", group="mapping")
+    context_columns: list[str] | None = param(None, help="list of columns holding context documents", group="mapping")
+    # Breakdowns: every metric per value of one column of the dataset (e.g. "topic").
+    group_by: str | None = param(None, help="a dataset column: every metric per value of it (None: no breakdown)",
+                                 group="mapping")
+
+    @classmethod
+    def from_namespace(cls, namespace: Mapping[str, Any]) -> "TaskParams":
+        """`from_notebook` under its former name."""
+        return cls.from_notebook(namespace)  # type: ignore[return-value]
+
+    def check(self) -> None:
+        super().check()
+        if self.task not in TASKS and self.task_file is None:
+            raise ParameterError(f"unknown task {self.task!r}; valid tasks: {', '.join(TASKS)}")
+        if self.split is None and self.task_file is None:
+            raise ParameterError("parameter split=None: only a custom task may leave its split to its task file")
+        try:
+            check_api_key_env(self.api_key_env)
+        except ValueError as exc:
+            raise ParameterError(str(exc)) from None
+        for name in ("choices_column", "context_columns"):
+            value = getattr(self, name)
+            if isinstance(value, (list, tuple)) and not (value and all(isinstance(v, str) and v for v in value)):
+                raise ParameterError(f"parameter {name}={value!r} must be a non-empty list of column names")
+        if self.scoring is not None:
+            if self.scoring not in SCORING:
+                raise ParameterError(f"scoring={self.scoring!r} is not valid; use one of: {', '.join(SCORING)}")
+            if self.scoring != "text" and self.task in TASKS and not supports_logprobs(self.task):
+                raise ParameterError(f"scoring={self.scoring!r} needs a multiple-choice (one answer) or "
+                                     f"classification task; {self.task} is not one")
+        if self.group_by is not None and not self.group_by.strip():
+            raise ParameterError("parameter group_by='' must name a column of the dataset, or be None")
+
+    @property
+    def out_dir(self) -> Path:
+        # The readable model id stays in the files; folder names are made safe (no `/`, no `..`).
+        return self.run_dir / safe_name(self.model_name) / safe_name(self.task)

@@ -1,0 +1,755 @@
+"""One task run, step by step, for the task notebooks.
+
+Each method is one sentence of the notebook's story::
+
+    run = TaskRun.from_notebook(globals())   # parameters, validated
+    run.load()                               # rows in the task's schema
+    run.show_prompts(2)                      # what the model sees
+    run.generate()                           # model calls: cached, concurrent, retried
+    run.judge()                              # LLM judges (open-ended tasks only)
+    run.metrics_table()                      # metrics with 95% CIs, next to chance and the best constant answer
+    run.plots()                              # figures, also saved as PNG
+    run.by_group()                           # every metric per value of `group_by` (if set)
+    run.worst(5)                             # failing items to read, in full
+    run.save()                               # samples.csv, model_outputs.jsonl, results.json, results.eee.jsonl
+
+A run whose every call failed (after its retries) still goes through every step and saves its
+files: every item counted as failed, no metric value, plots skipped with the reason printed.
+"""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from evekit import plots, tasks
+from evekit.demo import DEMO_MODEL_NOTE, demo_judge_note, demo_judges, is_demo_model
+from evekit.errors import EndpointError, ParameterError
+from evekit.paths import display_path, resolve_path
+from evekit.report import MISSING, FullText, shown
+from evekit.runs.base import NotebookRun
+from evekit.runs.task.files import write_run
+from evekit.runs.task.params import TaskParams
+from evekit.runs.task.results import build_results
+from evekit.types import Usage
+
+# How an answer the model gave in an unusable form is judged: not sent to the judges, FAIL by rule.
+RULE_METHOD = "rule"
+RULE_REASON = "unparsed answer: FAIL by rule (not sent to the judges)"
+GROUP_PLOT = "by_group.png"
+TINY_MODEL_NOTE = DEMO_MODEL_NOTE  # the one wording, in evekit.demo
+
+
+def _full_text(table: pd.DataFrame, caption: str | None = None) -> FullText:
+    return FullText(table, caption)
+
+
+def _plain(value: Any) -> Any:
+    """A samples cell as a JSON value: NaN / pd.NA -> None, numpy scalars -> Python."""
+    if value is None or (not isinstance(value, (list, tuple, dict, str)) and pd.isna(value)):
+        return None
+    return value.item() if hasattr(value, "item") else value
+
+
+class TaskRun(NotebookRun):
+    """One model on one task, step by step (the methods are the notebook's cells)."""
+
+    Params = TaskParams
+
+    def __init__(self, config: TaskParams, task: tasks.Task | None = None,
+                 clients: dict[str, Any] | None = None) -> None:
+        """`task`: a custom task (evekit.custom); default: the EVE task or the `task_file` of `config`."""
+        super().__init__(config, clients)
+        if task is None and config.task_file:
+            from evekit.custom import load_task
+
+            task = load_task(config.task_file, offline=config.offline)
+        self.task = task or tasks.get_task(config.task)
+        # The parameter wins over the task file's `scoring`; EVE tasks score the text by default.
+        self.scoring = config.scoring or getattr(self.task, "scoring", "text")
+        try:
+            self.task = tasks.scoring_task(self.task, self.scoring)
+        except ValueError as exc:
+            raise ParameterError(str(exc)) from None
+        self.logprob_requests: list[Any] = []
+        self.logprob_results: list[Any] = []  # GenerationResult per item when log-probabilities are scored
+        self.items: list[Any] = []
+        self.requests: list[Any] = []
+        self.results: list[Any] = []  # GenerationResult per item, aligned with items and requests
+        self.samples: pd.DataFrame | None = None
+        self.judge_names: list[str] = []
+        self.metrics: dict[str, dict] = {}
+        self.usage = Usage()
+        self.judge_usage = Usage()
+        self.figures: dict[str, Any] = {}
+        self.group_table: pd.DataFrame | None = None
+        self._streamed: dict[str, dict[int, Any]] | None = None  # judge answers made during generate()
+        self._stream_panel: Any = None
+
+    @classmethod
+    def from_notebook(cls, namespace: dict[str, Any]) -> "TaskRun":
+        task = None
+        if namespace.get("task_file"):  # a custom task: its name comes from its file
+            from evekit.custom import load_task
+
+            task = load_task(namespace["task_file"], offline=bool(namespace.get("offline")))
+            namespace = {**namespace, "task": task.name}
+        return cls(TaskParams.from_notebook(namespace), task)
+
+    # -- parameters ---------------------------------------------------------------------------
+    @property
+    def is_demo_model(self) -> bool:
+        """The tiny embedded model: its reports carry a note that its scores are no finding."""
+        return is_demo_model(self.config.model_name)
+
+    @property
+    def demo_judges(self) -> list[str]:
+        """The judges that are the embedded demo model (judged tasks only): their reports say so."""
+        return demo_judges(self.config.judge_specs()) if self.task.judge_kind else []
+
+    @classmethod
+    def from_params(cls, clients: dict[str, Any] | None = None, **params: Any) -> "TaskRun":
+        """From keyword parameters (scripts and tests); a custom task through its `task_file`."""
+        run = cls.from_notebook(params)
+        run.clients = clients
+        return run
+
+    @property
+    def answered(self) -> pd.DataFrame:
+        """Samples whose generation did not fail (infrastructure failures are excluded everywhere)."""
+        assert self.samples is not None, "run generate() first"
+        return self.samples[~self.samples["failed"]]
+
+    @property
+    def num_fewshot(self) -> int:
+        c = self.config
+        return self.task.default_num_fewshot if c.num_fewshot is None else c.num_fewshot
+
+    @property
+    def max_tokens(self) -> int:
+        c = self.config
+        return self.task.default_max_tokens if c.max_tokens is None else c.max_tokens
+
+    @property
+    def dataset(self) -> str:
+        return self.config.dataset or self.task.hub_id
+
+    @property
+    def split(self) -> str:
+        return self.config.split or self.task.split
+
+    def settings(self) -> pd.DataFrame:
+        c = self.config
+        if self.is_demo_model:
+            print(f"Note: {TINY_MODEL_NOTE}")
+        if self.demo_judges:
+            print(f"Note: {demo_judge_note(self.demo_judges)}")
+        rows = {
+            "task": c.task, "model": c.model_name, "api": c.api, "dataset": self.dataset,
+            "num_fewshot": self.num_fewshot, "fewshot_sampler": c.fewshot_sampler,
+            "max_tokens": self.max_tokens, "temperature": c.temperature, "seed": c.seed,
+            "limit": c.limit, "judges": ", ".join(j.name for j in c.judge_specs()) or "none",
+            **({"group_by": c.group_by} if c.group_by else {}),
+            **({"scoring": self.scoring} if self.scoring != "text" else {}),
+            "offline (replay from cache)": c.offline,
+        }
+        if c.task_file:
+            rows = {"task file": c.task_file, "kind": self.task.kind, **rows, "split": self.split}
+            if self.task.labels:
+                rows["labels"] = ", ".join(self.task.labels)
+        mapping = {**dict(self.task.column_mapping), **self._mapping()}
+        rows.update({k: v for k, v in mapping.items() if v is not None})
+        return pd.DataFrame({"value": [str(v) for v in rows.values()]}, index=pd.Index(list(rows), name="setting"))
+
+    # -- load ---------------------------------------------------------------------------------
+    def _mapping(self) -> dict[str, Any]:
+        c = self.config
+        return {k: getattr(c, k) for k in ("input_column", "target_column", "choices_column", "context_columns")
+                if getattr(c, k) is not None}
+
+    def load(self) -> pd.DataFrame:
+        from evekit.prepare import resolve_prepared
+
+        dataset = self.dataset
+        if Path(dataset).suffix:
+            dataset = str(resolve_path(dataset))
+        elif self.config.offline:  # a hub id: use the copy `evekit prepare` made, if any
+            dataset = str(resolve_prepared(dataset, self.split) or dataset)
+        # Few-shot examples come from the whole split (as in EVE), not only from the first `limit` items.
+        pool = tasks.load_items(self.task, dataset, split=self.split, offline=self.config.offline,
+                                config=self.task.config, group_by=self.config.group_by, **self._mapping())
+        self.items = pool[: self.config.limit] if self.config.limit else pool
+        self.requests = tasks.build_requests(
+            self.task, self.items, api=self.config.api, num_fewshot=self.num_fewshot,
+            fewshot_sampler=self.config.fewshot_sampler, seed=self.config.seed,
+            temperature=self.config.temperature, max_tokens=self.max_tokens, pool=pool,
+        )
+        if self.scoring != "text":  # the same prompts, asking for the first token's log-probabilities
+            self.logprob_requests = tasks.logprob_requests(self.requests)
+        return pd.DataFrame([{"doc_id": it.doc_id, "question": it.question, "target": it.target}
+                             for it in self.items])
+
+    def show_prompts(self, n: int = 1) -> None:
+        """Print the first `n` prompts exactly as they are sent."""
+        for item, request in list(zip(self.items, self.requests))[:n]:
+            print(f"----- doc_id {item.doc_id} ({self.config.api}) -----")
+            if request.messages is not None:
+                for m in request.messages:
+                    print(f"[{m['role']}]\n{m['content']}\n")
+            else:
+                print(request.prompt)
+            print(f"[expected] {item.target}\n")
+
+    # -- generate -----------------------------------------------------------------------------
+    def _client(self, model: str, base_url: str, api_key_env: str | None, name: str,
+                concurrency: int | None = None) -> Any:
+        return self.client(model, base_url, api_key_env, name, concurrency)
+
+    def generate(self) -> pd.DataFrame:
+        """Every model call; on a judged task the judges start on each answer as soon as it is in
+        (pipelined: `evekit.judges.JudgeStream`), and this returns when both are done. `judge()`
+        then only puts the verdicts in the table."""
+        c = self.config
+        client = self._client(c.model_name, c.base_url, c.api_key_env, c.model_name)
+        desc = f"{c.task} · {c.model_name}"
+        stream = None
+        if self.scoring == "logprobs":
+            results = self._logprobs(client, desc)
+        elif getattr(self.task, "json_schema", None) is not None and c.api == "chat":
+            results = self._json_answers(client, desc)
+        else:
+            stream = self._judge_stream(client)
+            if stream is None:
+                results = client.generate(self.requests, desc=desc)
+            else:
+                try:
+                    results = client.generate(self.requests, desc=desc,
+                                              on_result=lambda i, res: stream.submit(i, self._judge_case(i, res)))
+                finally:
+                    stream.close()
+        self.results = list(results)
+        self.samples = tasks.score_samples(self.task, self.items, results)  # while the judges finish
+        if self.scoring != "text":
+            lp = self.results if self.scoring == "logprobs" else self._logprobs(client, f"{desc} (logprobs)")
+            self.samples = tasks.add_logprob_scores(self.task, self.items, lp, self.samples,
+                                                    replace_text=self.scoring == "logprobs")
+        self.usage = client.usage
+        if stream is not None:
+            self._streamed = stream.wait()
+        if self.all_failed:
+            first = next((e for e in self.samples["error"] if e), "")
+            note = (f"Every call failed after its retries ({len(self.samples)} of {len(self.samples)} items): "
+                    "no metric has a value (see show_failures() and the `error` column of samples.csv).")
+            print(f"Note: {note}\nFirst error: {first}")
+            self.notes.append(note)
+        return self.counts()
+
+    def _logprobs(self, client: Any, desc: str) -> list[Any]:
+        """The first answer token's log-probabilities per item; an endpoint that answers without any
+        is an `EndpointError` (it cannot be scored this way), naming it."""
+        results = client.generate(self.logprob_requests, desc=desc)
+        answered = [r for r in results if not r.failed]
+        if answered and all(r.logprobs is None for r in answered):
+            raise EndpointError(
+                f"{client.base_url} (model {client.model}) returned no log-probabilities on the "
+                f"{self.config.api} endpoint for any of {len(answered)} answers: scoring={self.scoring!r} "
+                "needs a server that returns them (OpenAI, vLLM, llama.cpp's llama-server); use scoring='text'")
+        self.logprob_results = list(results)
+        return self.logprob_results
+
+    def _json_answers(self, client: Any, desc: str) -> list[Any]:
+        """Token classification: one JSON object per item through the structured-output chain
+        (json_schema -> json_object -> text, as the judges ask), as generation results."""
+        from evekit.structured import ask_json
+        from evekit.types import GenerationResult
+
+        answers = ask_json(client, [r.messages for r in self.requests], dict(self.task.json_schema),
+                           max_tokens=self.max_tokens, temperature=self.config.temperature, name="entities",
+                           desc=desc)
+        out = []
+        for a in answers:
+            if a.parsed is None and a.raw is None:  # no reply came back: the infrastructure's failure
+                out.append(GenerationResult(text=None, error=a.error))
+            else:
+                text = json.dumps(a.parsed, ensure_ascii=False) if a.parsed is not None else a.raw
+                out.append(GenerationResult(text=text, raw=a.raw))
+        return out
+
+    @property
+    def all_failed(self) -> bool:
+        """Items were run and not one call succeeded (infrastructure failures after retries)."""
+        s = self.samples
+        return s is not None and len(s) > 0 and bool(s["failed"].astype(bool).all())
+
+    def counts(self) -> pd.DataFrame:
+        s = self.samples
+        assert s is not None, "run generate() first"
+        counts = {
+            "items": len(s),
+            "answered": int((~s["failed"]).sum()),
+            "unparsed (scored wrong)": int(s["unparsed"].sum()),
+            "failed (excluded)": int(s["failed"].sum()),
+            "truncated at max_tokens": int(s["truncated"].astype(bool).sum()) if "truncated" in s else 0,
+            "from cache": int(self.usage.cache_hits),
+            "requests sent": int(self.usage.requests),
+        }
+        return pd.DataFrame({"count": pd.Series(counts, dtype="int64")})
+
+    # -- judge --------------------------------------------------------------------------------
+    def _panel(self, progress: bool = True) -> Any:
+        return self.judge_panel(self.task.judge_kind, progress=progress)
+
+    def _judge_stream(self, client: Any) -> Any:
+        """A JudgeStream for generate() when this task is judged, judges are set and the model
+        client hands results on as they arrive; None otherwise (judge() then does all the calls)."""
+        import inspect
+
+        from evekit.judges.stream import JudgeStream
+
+        self._streamed = None
+        if self.task.judge_kind is None or not self.config.judge_specs() or not self.requests:
+            return None
+        if "on_result" not in inspect.signature(client.generate).parameters:
+            return None
+        self._stream_panel = self._panel(progress=False)  # the stream shows one bar per judge
+        return JudgeStream(self._stream_panel, len(self.requests))
+
+    def _judge_case(self, position: int, result: Any) -> Any:
+        """What the judges get for the item at `position`, or None: a failed call, or an answer that
+        is unparsed or empty (FAIL by rule, the same rule as `judge`)."""
+        from evekit import judges as judging
+
+        if result.failed:
+            return None
+        item, answer = self.items[position], result.text or ""
+        if not answer.strip() or self.task.parse(answer, item).reason is not None:
+            return None
+        return judging.JudgeCase(**tasks.judge_case_fields(self.task, item, answer))
+
+    def judge(self) -> pd.DataFrame | None:
+        """Ask every judge about every answered item; a judge that fails on one abstains there."""
+        from evekit import judges as judging
+
+        if self.task.judge_kind is None:  # only the generic custom-task notebook has this cell then
+            print(f"A {self.task.kind} task is scored without judges.")
+            return None
+        specs = self.config.judge_specs()
+        if not specs:
+            self.notes.append("No judges configured: only the reference metrics (BLEU, ROUGE-L) are reported.")
+            print(self.notes[-1])
+            return None
+        assert self.samples is not None, "run generate() first"
+        if self.answered.empty:
+            print("No answered items (every call failed): nothing to judge.")
+            return None
+        answered = self.answered
+        names = [s.name for s in specs]
+        # One rule for unusable answers: scored wrong, counted, not sent to the judges.
+        by_rule = answered["unparsed"].astype(bool) | (answered["filtered_resps"].fillna("").str.strip() == "")
+        sent = answered[~by_rule]
+        streamed = getattr(self, "_streamed", None)
+        if streamed is not None and all(set(sent.index) <= set(streamed[n]) for n in names):
+            # generate() judged every answer as it arrived: only the table is left to build.
+            panel = self._stream_panel
+            judged = panel.frame({n: [streamed[n][i] for i in sent.index] for n in names})
+        else:
+            panel = self._panel()
+            by_id = {it.doc_id: it for it in self.items}
+            cases = [judging.JudgeCase(**tasks.judge_case_fields(self.task, by_id[d], r))
+                     for d, r in zip(sent["doc_id"], sent["filtered_resps"])]
+            judged = panel.judge(cases)
+        judged.index = sent.index
+        verdicts = self._with_rule_verdicts(judged, answered.index[by_rule.to_numpy()], names)
+        self.samples = self.samples.join(verdicts.reindex(answered.index))
+        self.judge_names = names
+        self.judge_usage = panel.usage
+        return verdicts.reindex(answered.index)
+
+    def _with_rule_verdicts(self, judged: pd.DataFrame, rule_index: pd.Index, names: list[str]) -> pd.DataFrame:
+        """The judges' verdicts plus FAIL by rule (judge_<name> = 0.0, method "rule", the reason in
+        judge_<name>_reasoning) on `rule_index`; the vote columns recomputed over both. Rule rows
+        leave judge_agreement empty: the judges gave no opinion to agree on."""
+        from evekit import judges as judging
+
+        kind = judging.get_kind(self.task.judge_kind)
+        per_judge = [c for c in judging.judge_columns(names, kind) if any(
+            c == f"judge_{n}" or c.startswith(f"judge_{n}_") for n in names)]
+        rule = pd.DataFrame(index=rule_index)
+        for n in names:
+            rule[f"judge_{n}"] = 0.0
+            rule[f"judge_{n}_reasoning"] = RULE_REASON
+            rule[f"judge_{n}_raw"] = None
+            rule[f"judge_{n}_error"] = None
+            rule[f"judge_{n}_method"] = RULE_METHOD
+        parts = [p for p in (judged[per_judge], rule[per_judge]) if len(p)]
+        both = pd.concat(parts) if parts else judged[per_judge]
+        both = both.astype({f"judge_{n}": float for n in names}).sort_index()
+        out = judging.add_vote_columns(both, names, reduce=kind.reduce, binary=kind.binary)
+        out.loc[out.index.isin(rule_index), "judge_agreement"] = float("nan")
+        return out
+
+    @property
+    def judged_by_panel(self) -> pd.DataFrame:
+        """Answered samples the judges saw (those FAIL by rule left out): for agreement between judges."""
+        answered = self.answered
+        if not self.judge_names:
+            return answered
+        rule = answered[f"judge_{self.judge_names[0]}_method"] == RULE_METHOD
+        return answered[~rule]
+
+    def judge_summary(self) -> pd.DataFrame | None:
+        """Per judge: passes, fails, pass rate, abstentions with their reasons and how its verdicts
+        were obtained; with `judge_validation`, its validated accuracy and kappa (a warning when
+        kappa < 0.4), and a note when a judge is the embedded demo model."""
+        from evekit.judges.verdicts import abstention_reasons, reasons_text
+
+        s = self.samples
+        assert s is not None
+        if not self.judge_names:
+            return None
+        rows = []
+        for name in self.judge_names:
+            col = s[f"judge_{name}"]
+            answered = ~s["failed"]
+            method = s.loc[answered, f"judge_{name}_method"].dropna()
+            passed, failed = int((col == 1).sum()), int((col == 0).sum())
+            rows.append({
+                "judge": name,
+                "PASS": passed,
+                "FAIL": failed,
+                "pass rate": f"{passed / (passed + failed):.1%}" if passed + failed else MISSING,
+                "abstained": int((col.isna() & answered).sum()),
+                "abstention reasons": reasons_text(abstention_reasons(s.loc[answered, f"judge_{name}_error"]))
+                or MISSING,
+                "FAIL by rule (unparsed)": int((method == RULE_METHOD).sum()),
+                "verdicts via": ", ".join(f"{k}: {v}" for k, v in method.value_counts().items()) or "–",
+            })
+        table = pd.DataFrame(rows).set_index("judge") if rows else pd.DataFrame()
+        trust = self.judge_trust()
+        if trust is not None:
+            from evekit.judges.validation import trust_columns
+
+            table = table.join(trust_columns(trust))
+        for note in self._judge_notes(trust):
+            print(f"Note: {note}")
+        return table
+
+    def judge_trust(self) -> pd.DataFrame | None:
+        """The judges' validated accuracy and kappa from `judge_validation` (None when not set)."""
+        if not self.config.judge_validation or not self.judge_names:
+            return None
+        from evekit.judges.validation import judge_trust
+
+        return judge_trust(resolve_path(self.config.judge_validation), self.judge_names, kind=self.task.judge_kind)
+
+    def _judge_notes(self, trust: pd.DataFrame | None = None) -> list[str]:
+        """Warnings about the judges (validated kappa below 0.4, not validated, demo model), also
+        kept for results.json."""
+        from evekit.judges.validation import trust_warnings
+
+        notes = [f"Warning: {w}" for w in (trust_warnings(trust) if trust is not None else [])]
+        if self.demo_judges:
+            notes.append(demo_judge_note(self.demo_judges))
+        for note in notes:
+            if note not in self.notes:
+                self.notes.append(note)
+        return notes
+
+    def judge_agreement(self) -> pd.DataFrame | None:
+        """Pairwise raw agreement (upper) and Cohen's kappa (lower) between judges, plus Fleiss' kappa."""
+        from evekit import judges as judging
+
+        if len(self.judge_names) < 2:
+            print("Agreement needs at least two judges.")
+            return None
+        answered = self.judged_by_panel  # verdicts by rule are no opinion to agree on
+        agreement = judging.agreement_matrix(answered, self.judge_names)
+        kappa = judging.cohen_kappa_matrix(answered, self.judge_names)
+        fk = (self.metrics or self.compute_metrics()).get("fleiss_kappa", {})
+        fleiss = fk.get("value")
+        ci = (f" [95% CI {fk['ci_low']:.3f}, {fk['ci_high']:.3f}]"
+              if fleiss is not None and pd.notna(fleiss) and pd.notna(fk.get("ci_low")) else "")
+        print(f"Fleiss' kappa over {len(self.judge_names)} judges: "
+              f"{'n/a' if fleiss is None or pd.isna(fleiss) else format(fleiss, '.3f')}{ci}")
+        notes = [fk["note"]] if fk.get("note") else []
+        pairs = judging.pairwise_agreement(answered, self.judge_names, seed=self.config.seed)
+        notes += [f"{r.judge_a} vs {r.judge_b}: {r.note}" for r in pairs.itertuples() if r.note]
+        for note in notes:
+            print(f"Note: {note}")
+        table = agreement.round(3).astype(object)
+        for i, a in enumerate(self.judge_names):
+            for j, b in enumerate(self.judge_names):
+                if i > j:
+                    k = kappa.loc[a, b]
+                    table.loc[a, b] = f"κ={k:.3f}" if pd.notna(k) else "κ=n/a"
+        table.index.name = "agreement ↗ / kappa ↙"
+        return table
+
+    # -- metrics ------------------------------------------------------------------------------
+    def compute_metrics(self) -> dict[str, dict]:
+        from evekit import judges as judging
+
+        assert self.samples is not None, "run generate() first"
+        self.metrics = self._metrics_of(self.samples)
+        for m in self.metrics.values():  # an undefined value (null in results.json) says why
+            if m.get("note") and m["note"] not in self.notes:
+                self.notes.append(m["note"])
+        return self.metrics
+
+    def _metrics_of(self, samples: pd.DataFrame) -> dict[str, dict]:
+        """The task's metrics, then the judges', over `samples` (all of them, or one group)."""
+        from evekit import judges as judging
+
+        out = dict(tasks.task_metrics(self.task, samples, seed=self.config.seed))
+        if self.judge_names:
+            answered = samples[~samples["failed"].astype(bool)]
+            out.update(judging.judge_metrics(answered, self.judge_names, seed=self.config.seed))
+            rule = answered[f"judge_{self.judge_names[0]}_method"] == RULE_METHOD
+            if rule.any() and len(self.judge_names) > 1:  # agreement: only where the judges gave an opinion
+                opinion = judging.judge_metrics(answered[~rule], self.judge_names, seed=self.config.seed)
+                out.update({k: opinion[k] for k in ("judge_agreement", "fleiss_kappa") if k in opinion})
+        return out
+
+    def baselines(self) -> dict[str, dict] | None:
+        """Chance and the best constant answer on the items answered (tasks with a gold label)."""
+        assert self.samples is not None, "run generate() first"
+        return tasks.baselines(self.task, self.items, self.samples)
+
+    def metrics_table(self) -> pd.DataFrame:
+        """Metrics with their interval (and its method); for tasks with a gold label also the rows
+        `acc (chance)` and `acc (always "X")`, and a note when the model does not beat them."""
+        metrics = self.metrics or self.compute_metrics()
+        rows = dict(metrics)
+        base = self.baselines()
+        if base:
+            constant = base["most_frequent"]
+            rows["acc (chance)"] = dict(base["chance"])
+            rows[f'acc (always "{constant["answer"]}")'] = {k: v for k, v in constant.items() if k != "answer"}
+            note = tasks.baseline_note(metrics, base)
+            if note:
+                print(f"Note: {note}")
+                if note not in self.notes:
+                    self.notes.append(note)
+        table = pd.DataFrame.from_dict(rows, orient="index")
+        table.index.name = "metric"
+        for count in ("n", "n_informative", "n_boot", "n_defined"):  # counts, never 26.0
+            if count in table:
+                table[count] = table[count].astype("Int64")
+        # "–" where a number does not apply (the method column says why), never a bare NaN.
+        return shown(table.round(4))
+
+    # -- groups -------------------------------------------------------------------------------
+    def by_group(self) -> pd.DataFrame | None:
+        """Every metric per value of the `group_by` column (value, interval, n), and a forest plot
+        of the headline metric per group (saved as by_group.png). None when group_by is not set."""
+        if not self.config.group_by:
+            print("no group_by set: no breakdown by group")
+            return None
+        assert self.samples is not None, "run generate() first"
+        self.group_table = tasks.metrics_by_group(self.samples, self._metrics_of)
+        title = f"{self.config.task} · {self.config.model_name}"
+        headline = self.headline
+        self.figures[GROUP_PLOT] = plots.group_breakdown(
+            self.group_table, headline, group_by=self.config.group_by, title=title,
+            overall=self.metrics.get(headline, {}).get("value"))
+        return shown(self.group_table.round(4))
+
+    def _group_extra(self) -> dict[str, Any] | None:
+        if not self.config.group_by:
+            return None
+        table = self.group_table if self.group_table is not None else tasks.metrics_by_group(self.samples, self._metrics_of)
+        groups: dict[str, dict] = {}
+        for row in table.to_dict("records"):
+            groups.setdefault(str(row["group"]), {})[row["metric"]] = {k: row[k] for k in
+                                                                       ("value", "ci_low", "ci_high", "n", "method")}
+        return {"column": self.config.group_by, "groups": groups}
+
+    # -- tables and plots ---------------------------------------------------------------------
+    def show_failures(self, n: int = 10) -> None:
+        """Unparsed answers (the model's fault, scored wrong) and failed calls (excluded), with reasons."""
+        from IPython.display import display
+
+        s = self.samples
+        assert s is not None
+        for label, mask, cols in (
+            ("unparsed answers (scored wrong)", s["unparsed"], ["doc_id", "filtered_resps", "unparsed_reason"]),
+            ("failed calls (excluded from the metrics)", s["failed"], ["doc_id", "error"]),
+        ):
+            total = int(mask.sum())
+            shown = min(n, total)
+            print(f"{total} {label}" + (f" (showing {shown} of {total}):" if shown < total else
+                                         ":" if total else ""))
+            if total:
+                display(_full_text(s.loc[mask.astype(bool), cols].head(n)))
+
+    def failing(self) -> pd.DataFrame:
+        """Answered items the model failed, worst first: the headline metric's per-item value below
+        its maximum (1: a 0 of a 0/1 metric, judge_voting 0 for judged tasks; a corpus headline
+        such as f1 uses the per-item `acc`, micro_f1 the per-item `entity_f1`), and every unparsed answer."""
+        s = self.samples
+        assert s is not None, "run generate() first"
+        answered = self.answered
+        key = tasks.metric_column(self.headline, self.judge_names)
+        if key not in s.columns:
+            # A corpus headline: a per-item score that says which items went wrong.
+            key = next((c for c in ("acc", "entity_f1") if c in s.columns), None)
+        unparsed = answered["unparsed"].astype(bool)
+        if key is None:
+            return answered[unparsed]
+        values = pd.to_numeric(answered[key], errors="coerce")
+        failing = answered[unparsed | (values < 1.0)]
+        return failing.sort_values(key, kind="stable", na_position="first")
+
+    def worst(self, n: int = 5) -> FullText | None:
+        """The failing items (`failing`), to read rather than to count: question, target, the answer
+        in full, what was parsed, the per-item score, whether the answer was cut off at max_tokens
+        and, for judged tasks, each judge's rationale. None (and a sentence) when nothing failed."""
+        s = self.samples
+        assert s is not None
+        if self.answered.empty:
+            print("No answered items: every call failed (see show_failures()).")
+            return None
+        failing = self.failing()
+        if failing.empty:
+            print(f"No failing items: every one of the {len(self.answered)} answered items got the top score.")
+            return None
+        key = tasks.metric_column(self.headline, self.judge_names)
+        shown = ["doc_id", "doc.Question", "target", "filtered_resps"]
+        extra = [c for c in ("doc.Choices", "doc.Answer", "parsed", "unparsed_reason", key, "acc", "entity_f1",
+                             "truncated")
+                 if c in s.columns and c not in shown]
+        extra += [f"judge_{j}_reasoning" for j in self.judge_names if f"judge_{j}_reasoning" in s.columns]
+        total, k = len(failing), min(n, len(failing))
+        caption = (f"showing {k} of {total} failing items" if k < total else f"{total} failing item(s)")
+        print(caption)
+        return _full_text(failing[shown + list(dict.fromkeys(extra))].head(n), caption)
+
+    @property
+    def headline(self) -> str:
+        """The metric this run is summarised by (`evekit.tasks.headline_metric`)."""
+        metrics = self.metrics or self.compute_metrics()
+        return tasks.headline_metric(self.task, list(metrics)) or self.task.metrics[0]
+
+    def plots(self) -> dict[str, Any]:
+        """Figures for this task; each is shown and saved as PNG by save()."""
+        s = self.samples
+        assert s is not None
+        figs: dict[str, Any] = {}
+        if self.answered.empty:
+            print("Plots skipped: no answered items (every call failed), nothing to draw.")
+            self.figures = figs
+            return figs
+        title = f"{self.config.task} · {self.config.model_name}"
+        for spec in self.task.plots:
+            if not (spec.without_judges and self.judge_names):
+                figs[spec.file] = plots.TASK_PLOTS[spec.recipe](s, self.task, spec.metric, title)
+        if self.judge_names:
+            figs["judge_pass_rates.png"] = plots.judge_pass_rates(self.metrics, self.judge_names, title=title)
+            if len(self.judge_names) > 1:
+                from evekit import judges as judging
+
+                figs["judge_agreement.png"] = plots.heatmap(
+                    judging.cohen_kappa_matrix(self.answered, self.judge_names),
+                    title=f"Cohen's kappa between judges · {title}", vmin=-1, vmax=1, cmap="RdBu").figure
+        if GROUP_PLOT in self.figures:  # drawn by by_group(), which may come first
+            figs[GROUP_PLOT] = self.figures[GROUP_PLOT]
+        self.figures = figs
+        return figs
+
+    # -- save ---------------------------------------------------------------------------------
+    def _judge_extra(self) -> dict[str, Any] | None:
+        from evekit import judges as judging
+
+        if not self.judge_names:
+            return None
+        assert self.samples is not None
+        counts = judging.judge_counts(self.answered, self.judge_names)
+        rule = self.answered[f"judge_{self.judge_names[0]}_method"] == RULE_METHOD
+        from evekit.judges.verdicts import abstention_reasons
+
+        counts["abstention_reasons"] = {n: abstention_reasons(self.answered[f"judge_{n}_error"])
+                                        for n in self.judge_names}
+        extra: dict[str, Any] = {"judges": self.judge_names, "n_judge_failed": counts["n_judge_failed"],
+                                 "n_judge_rule": int(rule.sum()), "judge_counts": counts,
+                                 "demo_judges": self.demo_judges}
+        trust = self.judge_trust()
+        if trust is not None:
+            extra["judge_trust"] = {"validation": self.config.judge_validation, "judges": trust.to_dict("records")}
+        self._judge_notes(trust)
+        return extra
+
+    def _extra(self) -> dict[str, Any]:
+        """results.json keys beyond the metrics: judges, `baselines`, `by_group`."""
+        extra = dict(self._judge_extra() or {})
+        base = self.baselines()
+        if base:
+            extra["baselines"] = base
+            note = tasks.baseline_note(self.metrics, base)
+            if note and note not in self.notes:
+                self.notes.append(note)
+        groups = self._group_extra()
+        if groups:
+            extra["by_group"] = groups
+        return extra
+
+    def save(self) -> Path:
+        assert self.samples is not None
+        if not self.metrics:
+            self.compute_metrics()
+        c = self.config
+        usage = self.usage.add(self.judge_usage).as_dict()
+        usage["seconds"] = round(time.monotonic() - self._started, 3)
+        params = {**c.as_dict(), "num_fewshot": self.num_fewshot, "max_tokens": self.max_tokens,
+                  "dataset": self.dataset}
+        extra = self._extra()  # before the notes: it may add the baselines' note
+        results = build_results(
+            task=c.task, model=c.model_name, samples=self.samples, metrics=self.metrics,
+            usage=usage, params=params, notes=self.notes + [TINY_MODEL_NOTE] if self.is_demo_model else self.notes,
+            extra=extra,
+        )
+        out = write_run(c.out_dir, self.samples, results, dataset=self.dataset, figures=self.figures,
+                               outputs=self.model_outputs())
+        print(f"Saved outputs to {display_path(out)}")
+        return out
+
+    def _first_token_logprobs(self, i: int) -> list[dict[str, Any]] | None:
+        res = self.logprob_results[i] if i < len(self.logprob_results) else None
+        return getattr(res, "logprobs", None)
+
+    def model_outputs(self) -> list[dict[str, Any]]:
+        """One record per item for model_outputs.jsonl: the exact messages (chat) or prompt
+        (completions) sent, few-shot examples included; the item's own prompt without them; the
+        raw response, the parsed answer, finish_reason, completion_tokens, logprobs (the first answer
+        token's top alternatives when `scoring` is logprobs or both, else null) and the item's own fields."""
+        s = self.samples
+        assert s is not None, "run generate() first"
+        api = self.config.api
+        out = []
+        for i, (item, request) in enumerate(zip(self.items, self.requests)):
+            row = s.iloc[i]
+            res = self.results[i] if i < len(self.results) else None
+            sent = ({"messages": [dict(m) for m in request.messages]} if request.messages is not None
+                    else {"prompt": request.prompt})
+            out.append({
+                "doc_id": item.doc_id,
+                "api": request.api,
+                **sent,
+                "item_prompt": self.task.item_prompt(item, api),
+                "response": _plain(row.get("response")),
+                "filtered_resps": _plain(row.get("filtered_resps")),
+                "parsed": _plain(row.get("parsed")),
+                "unparsed_reason": _plain(row.get("unparsed_reason")),
+                "failed": bool(row.get("failed")),
+                "error": _plain(row.get("error")),
+                "finish_reason": _plain(row.get("finish_reason")),
+                "truncated": bool(row.get("truncated")),
+                "completion_tokens": _plain(row.get("completion_tokens")),
+                "logprobs": self._first_token_logprobs(i),
+                # The dataset's own fields (no file path: it would be machine-specific).
+                "item": {"question": item.question, "target": item.target, "row": item.row, **item.fields},
+            })
+        return out
+
