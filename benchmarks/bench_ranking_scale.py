@@ -1,0 +1,117 @@
+"""How `evekit.ranking.rate` scales with models and battles: wall time and peak memory of the
+pooled and per-judge Bradley–Terry fits with 1,000 question bootstraps, plain and style-controlled.
+
+Battles are simulated (vectorised, seeded): N models with N(0, 1) log-strengths, Q questions,
+k pairs per question taken in turn from a random permutation of all pairs (as
+`ranking.sample_pairs` does), both orders, J judges, ties ~10%, answer lengths per question and
+model (so the style fit has cells that differ by question) and a length bias of 0.5. Each cell
+runs in its own process, so peak memory (ru_maxrss, which includes Python, numpy and pandas:
+about 150 MB before any battle) is that cell's alone.
+
+    PYTHONPATH=. .venv/bin/python benchmarks/bench_ranking_scale.py            # the table below
+    PYTHONPATH=. .venv/bin/python benchmarks/bench_ranking_scale.py --quick    # two small cells
+
+Where the time goes: the plain fit works on per-question count tables (pairs x questions), so a
+resample costs a sparse product over the (question, pair) cells and a Newton solve on the K x K
+Laplacian: O(n_boot x (cells + K^3)) per Newton step, about 3 steps, independent of how many
+judges or orders produced a cell. The style fit's covariate differs by question, so its cells are
+(question, pair, length difference): all judges and both orders of one pair on one question pool,
+and a step costs O(n_boot x cells) elementwise work, about 80% of the total at 300,000 battles.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+HERE = Path(__file__).resolve().parent
+
+# (models, questions, judges, pairs per question): ~300,000 battles across model counts, then
+# 50 models across battle counts
+CELLS = [(10, 2000, 3, 25), (25, 2000, 3, 25), (50, 2000, 3, 25), (100, 2000, 3, 25), (200, 2000, 3, 25),
+         (50, 200, 3, 25), (50, 500, 3, 25), (50, 5000, 3, 25), (20, 500, 3, 190)]
+QUICK = [(10, 200, 3, 10), (50, 500, 3, 25)]
+
+
+def simulate(n_models: int, n_questions: int, n_judges: int, k: int, seed: int = 0) -> pd.DataFrame:
+    """A battles table: k pairs per question, both orders, every judge; see the module docstring."""
+    rng = np.random.default_rng(seed)
+    beta = rng.normal(0.0, 1.0, n_models)
+    names = np.array([f"model-{i:03d}" for i in range(n_models)])
+    pairs = np.array(np.triu_indices(n_models, 1)).T
+    k = min(k, len(pairs))
+    perm = rng.permutation(len(pairs))
+    chosen = perm[(np.arange(n_questions)[:, None] * k + np.arange(k)[None, :]) % len(pairs)].ravel()
+    a, b = pairs[chosen, 0], pairs[chosen, 1]
+    q = np.repeat(np.arange(n_questions), k)
+    lengths = rng.normal(400, 80, (n_questions, n_models)).clip(20).round()
+    a, b, q = np.concatenate([a, b]), np.concatenate([b, a]), np.concatenate([q, q])
+    a, b, q = np.tile(a, n_judges), np.tile(b, n_judges), np.tile(q, n_judges)
+    judge = np.repeat(np.arange(n_judges), len(a) // n_judges)
+    la, lb = lengths[q, a], lengths[q, b]
+    p = 1.0 / (1.0 + np.exp(-(beta[a] - beta[b] + 0.5 * (la - lb) / (la + lb))))
+    tie = np.minimum(0.1, np.minimum(2 * p, 2 * (1 - p)))  # keeps the expected score Bradley–Terry
+    u, v = rng.random(len(a)), rng.random(len(a))
+    winner = np.where(u < tie, "tie", np.where(v < (p - tie / 2) / (1 - tie), names[a], names[b]))
+    return pd.DataFrame({"question_id": np.char.add("q", q.astype(str)), "model_a": names[a], "model_b": names[b],
+                         "judge": np.char.add("judge", judge.astype(str)), "winner": winner, "rationale": "",
+                         "len_a": la, "len_b": lb})
+
+
+def one_cell(n_models: int, n_questions: int, n_judges: int, k: int, n_boot: int, style: bool) -> dict:
+    """Runs in the child: simulate, then time `rate` (pooled and per judge)."""
+    from evekit import ranking as R
+
+    battles = simulate(n_models, n_questions, n_judges, k)
+    rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    t = time.perf_counter()
+    out = R.rate(battles, n_boot=n_boot, seed=1, style=style)
+    seconds = time.perf_counter() - t
+    return {"models": n_models, "questions": n_questions, "judges": n_judges, "pairs_per_question": k,
+            "battles": len(battles), "style": style, "n_boot": n_boot, "seconds": round(seconds, 2),
+            "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+            "rss_before_rate_mb": round(rss_before, 1),
+            "undefined_resamples": int(sum(out.attrs["undefined_resamples"].values()))}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--n-boot", type=int, default=1000)
+    ap.add_argument("--quick", action="store_true", help="two small cells")
+    ap.add_argument("--cell", help=argparse.SUPPRESS)  # models,questions,judges,k,style: run one cell here
+    a = ap.parse_args()
+    if a.cell:
+        m, q, j, k, s = (int(x) for x in a.cell.split(","))
+        print(json.dumps(one_cell(m, q, j, k, a.n_boot, bool(s))))
+        return 0
+    rows = []
+    print(f"{'models':>6} {'questions':>9} {'judges':>6} {'pairs/q':>7} {'battles':>9} {'style':>5} "
+          f"{'seconds':>8} {'peak MB':>8}", flush=True)
+    env = dict(os.environ, PYTHONPATH=str(HERE.parent) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    for cell in QUICK if a.quick else CELLS:
+        for style in (False, True):
+            arg = ",".join(str(x) for x in (*cell, int(style)))
+            res = subprocess.run([sys.executable, __file__, "--cell", arg, "--n-boot", str(a.n_boot)],
+                                 capture_output=True, text=True, env=env, check=True)
+            row = json.loads(res.stdout.strip().splitlines()[-1])
+            row["loadavg"] = os.getloadavg()[0]
+            rows.append(row)
+            print(f"{row['models']:6d} {row['questions']:9d} {row['judges']:6d} {row['pairs_per_question']:7d} "
+                  f"{row['battles']:9,d} {'yes' if style else 'no':>5} {row['seconds']:8.1f} {row['peak_rss_mb']:8.0f}",
+                  flush=True)
+    out = HERE / "results" / "bench_ranking_scale.json"
+    out.parent.mkdir(exist_ok=True)
+    out.write_text(json.dumps({"n_boot": a.n_boot, "cpus": os.cpu_count(), "cells": rows}, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
