@@ -98,14 +98,15 @@ def ranking_at(rev: str) -> ModuleType:
     return module
 
 
-def timed_rate(run: RankingRun, module: ModuleType) -> tuple[float, pd.DataFrame]:
-    """`run.rate()` (pooled, then each judge, as the notebook does) with `module` as evekit.ranking."""
+def timed_rate(run: RankingRun, module: ModuleType) -> tuple[float, float, pd.DataFrame]:
+    """`run.rate()` (pooled, then each judge, as the notebook does) with `module` as evekit.ranking:
+    wall seconds, CPU seconds of this process (less sensitive to other work on the machine), ratings."""
     saved = run_module.R
     run_module.R = module
     try:
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         run.rate()
-        return time.perf_counter() - t, run.ratings.copy()
+        return time.perf_counter() - t, time.process_time() - c, run.ratings.copy()
     finally:
         run_module.R = saved
 
@@ -114,11 +115,13 @@ def compare(run: RankingRun, rev: str, repeats: int = 3) -> dict:
     """The rate phase of `rev`'s ranking module and of this one, alternating, `repeats` times each."""
     old = ranking_at(rev)
     times: dict[str, list[float]] = {"old": [], "new": []}
+    cpu: dict[str, list[float]] = {"old": [], "new": []}
     load = [os.getloadavg()[0]]
     for _ in range(repeats):
         for name, module in (("old", old), ("new", ranking)):
-            seconds, table = timed_rate(run, module)
+            seconds, cpu_seconds, table = timed_rate(run, module)
             times[name].append(round(seconds, 3))
+            cpu[name].append(round(cpu_seconds, 3))
             load.append(os.getloadavg()[0])
             if name == "old":
                 before = table
@@ -130,6 +133,8 @@ def compare(run: RankingRun, rev: str, repeats: int = 3) -> dict:
     diff = {c: float((merged[f"{c}_old"] - merged[f"{c}_new"]).abs().max()) for c in COMPARED}
     return {"against": rev, "old_rate_s": times["old"], "new_rate_s": times["new"],
             "old_median_s": statistics.median(times["old"]), "new_median_s": statistics.median(times["new"]),
+            "old_cpu_s": cpu["old"], "new_cpu_s": cpu["new"],
+            "old_cpu_median_s": statistics.median(cpu["old"]), "new_cpu_median_s": statistics.median(cpu["new"]),
             "loadavg_1min": load, "max_abs_difference": diff,
             "same_ranks": bool((merged["rank_old"] == merged["rank_new"]).all())}
 

@@ -72,11 +72,12 @@ def one_cell(n_models: int, n_questions: int, n_judges: int, k: int, n_boot: int
 
     battles = simulate(n_models, n_questions, n_judges, k)
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     out = R.rate(battles, n_boot=n_boot, seed=1, style=style)
-    seconds = time.perf_counter() - t
+    seconds, cpu = time.perf_counter() - t, time.process_time() - c
     return {"models": n_models, "questions": n_questions, "judges": n_judges, "pairs_per_question": k,
             "battles": len(battles), "style": style, "n_boot": n_boot, "seconds": round(seconds, 2),
+            "cpu_seconds": round(cpu, 2),
             "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
             "rss_before_rate_mb": round(rss_before, 1),
             "undefined_resamples": int(sum(out.attrs["undefined_resamples"].values()))}
@@ -94,7 +95,7 @@ def main() -> int:
         return 0
     rows = []
     print(f"{'models':>6} {'questions':>9} {'judges':>6} {'pairs/q':>7} {'battles':>9} {'style':>5} "
-          f"{'seconds':>8} {'peak MB':>8}", flush=True)
+          f"{'seconds':>8} {'cpu s':>6} {'peak MB':>8} {'load':>5}", flush=True)
     env = dict(os.environ, PYTHONPATH=str(HERE.parent) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     for cell in QUICK if a.quick else CELLS:
         for style in (False, True):
@@ -105,7 +106,8 @@ def main() -> int:
             row["loadavg"] = os.getloadavg()[0]
             rows.append(row)
             print(f"{row['models']:6d} {row['questions']:9d} {row['judges']:6d} {row['pairs_per_question']:7d} "
-                  f"{row['battles']:9,d} {'yes' if style else 'no':>5} {row['seconds']:8.1f} {row['peak_rss_mb']:8.0f}",
+                  f"{row['battles']:9,d} {'yes' if style else 'no':>5} {row['seconds']:8.1f} {row['cpu_seconds']:6.1f} "
+                  f"{row['peak_rss_mb']:8.0f} {row['loadavg']:5.1f}",
                   flush=True)
     out = HERE / "results" / "bench_ranking_scale.json"
     out.parent.mkdir(exist_ok=True)

@@ -179,13 +179,11 @@ class _Battles:
         pair = pair.reshape(-1)
         self.pi, self.pj = pairs // m, pairs % m
         self.n_pairs = n_pairs = len(pairs)
-        # the pair -> model incidence (+1 for pi, -1 for pj): eta = D @ beta, gradient = D.T @ r
+        # the pair -> model incidence (+1 for pi, -1 for pj): log-odds of each pair = D @ beta
         rows = np.repeat(np.arange(n_pairs), 2)
         cols = np.column_stack([self.pi, self.pj]).reshape(-1)
         signs = np.tile([1.0, -1.0], n_pairs)
         self.D = sparse.csr_matrix((signs, (rows, cols)), shape=(n_pairs, m))
-        self.Dt = self.D.T.tocsr()
-        self.Dt_abs = abs(self.Dt)
         key = q * n_pairs + pair
         cells, inv = np.unique(key, return_inverse=True)
         inv = inv.reshape(-1)
@@ -193,6 +191,7 @@ class _Battles:
         self.counts = sparse.csr_matrix((np.bincount(inv).astype(float), (cells % n_pairs, cells // n_pairs)), shape)
         self.scores = sparse.csr_matrix((np.bincount(inv, weights=s_lo), (cells % n_pairs, cells // n_pairs)), shape)
         self.has_style = style
+        self._maps: dict[bool, tuple[sparse.csr_matrix, sparse.csr_matrix]] = {}
         if style:
             if "len_a" not in df.columns or "len_b" not in df.columns:
                 raise DataError("style control needs the answer lengths: columns len_a and len_b")
@@ -237,6 +236,43 @@ class _Battles:
         labels = connected_components(graph, directed=False)[1].reshape(n_res, self.m)
         return (labels == labels[:, :1]).all(axis=1)
 
+    def derivative_maps(self, style: bool) -> tuple[sparse.csr_matrix, sparse.csr_matrix]:
+        """Sparse maps from the per-pair sums to the gradient and the (flattened) Hessian of the free
+        coefficients (models 1..m-1 [, gamma]): ``g = G @ sums_r``, ``H = Hm @ sums_v``, where the
+        sums are per pair (plain), or `sum_r` / `sum_v`'s rows (style). The Hessian is the weighted
+        Laplacian of the comparison graph without the reference model's row and column, plus, with
+        style, the length covariate's row and column."""
+        if style in self._maps:
+            return self._maps[style]
+        m, P = self.m, self.n_pairs
+        k = m - 1 + (1 if style else 0)
+        pairs = np.arange(P)
+        fi, fj = self.pi - 1, self.pj - 1  # free coefficient indices; -1 is the reference model
+        g, h = [], []  # (rows, cols, values) pieces
+        for u, sign in ((fi, 1.0), (fj, -1.0)):
+            keep = u >= 0
+            g.append((u[keep], pairs[keep], np.full(keep.sum(), sign)))
+        for u, w, sign in ((fi, fi, 1.0), (fj, fj, 1.0), (fi, fj, -1.0), (fj, fi, -1.0)):
+            keep = (u >= 0) & (w >= 0)
+            h.append((u[keep] * k + w[keep], pairs[keep], np.full(keep.sum(), sign)))
+        if style:
+            gam = k - 1
+            g.append((np.array([gam]), np.array([P]), np.array([1.0])))
+            for u, sign in ((fi, 1.0), (fj, -1.0)):
+                keep = u >= 0
+                vals = np.full(keep.sum(), sign)
+                h.append((u[keep] * k + gam, P + pairs[keep], vals))
+                h.append((gam * k + u[keep], P + pairs[keep], vals))
+            h.append((np.array([gam * k + gam]), np.array([2 * P]), np.array([1.0])))
+
+        def build(pieces, shape):
+            rows, cols, vals = (np.concatenate(x) for x in zip(*pieces))
+            return sparse.csr_matrix((vals, (rows, cols)), shape=shape)
+
+        self._maps[style] = (build(g, (k, P + (1 if style else 0))),
+                             build(h, (k * k, P * (2 if style else 1) + (1 if style else 0))))
+        return self._maps[style]
+
     def ratings(self, coef: np.ndarray, baseline: str | None) -> np.ndarray:
         """Elo-scale ratings from coefficients (a vector, or one row per fit)."""
         c = np.atleast_2d(coef)
@@ -280,7 +316,7 @@ class _Battles:
         return out
 
 
-_BLOCK = 4_000_000  # cells x resamples per block of bootstrap fits (~32 MB per array)
+_BLOCK = 1_000_000  # cells x resamples per block of bootstrap fits (8 MB per array; larger is no faster)
 _GTOL = 1e-9  # gradient norm at which a fit stops (scipy's trust-exact gtol, which this replaced)
 _XTOL = 1e-5  # a Newton step this small (log-odds) leaves an error of about its square: the fit is done
 _MAXITER = 200
@@ -289,18 +325,19 @@ _MAXITER = 200
 def _newton(bt: _Battles, n: np.ndarray, y: np.ndarray, theta: np.ndarray, style: bool) -> np.ndarray:
     """Maximum likelihood for every column of `n`, `y` at once (cells x fits: battles and score
     of the first model of each cell), from the starting coefficients `theta` (fits x k): Newton's
-    method with the exact Hessian (a weighted graph Laplacian, plus the length covariate's row and
-    column), until the gradient norm is below `_GTOL` or a step moves no coefficient by `_XTOL`.
+    method with the exact Hessian (`_Battles.derivative_maps`), until the gradient norm is below
+    `_GTOL` or a step moves no coefficient by `_XTOL`.
 
     A full step is taken without evaluating the likelihood when it changes no cell's log-odds
     by more than ln 2 / 1.5: n p (1 - p) then changes by less than a factor 2 along the step, so
     the likelihood provably rises. Longer steps (far from the optimum) are halved until it rises.
     Separation (a model that wins every battle) drives a coefficient up by about one per step
     until the gradient is that small: a very large finite value, as before."""
-    m, P = bt.m, bt.n_pairs
+    m = bt.m
+    k = m - 1 + (1 if style else 0)
+    grad_map, hess_map = bt.derivative_maps(style)
     d_max = float(np.abs(bt.cell_d).max()) if style and len(bt.cell_d) else 0.0
-    free = np.r_[1:m, m] if style else np.arange(1, m)
-    diag_idx = np.arange(len(free))
+    diag_idx = np.arange(k)
     theta = np.array(theta, float)
     result = theta.copy()
     live = np.arange(len(theta))  # the fits still iterating (indices into theta / result)
@@ -329,30 +366,14 @@ def _newton(bt: _Battles, n: np.ndarray, y: np.ndarray, theta: np.ndarray, style
             np.multiply(v, r, out=v)
         np.subtract(r, y, out=r)  # n p - y
         if style:
-            sr, sv = bt.sum_r @ r, bt.sum_v @ v
-            rp, vp, vdp = sr[:P], sv[:P], sv[P:2 * P]
-        else:
-            rp, vp = r, v
-        g = (bt.Dt @ rp).T
-        if style:
-            g = np.column_stack([g, sr[P]])
-        g = g[:, free]
+            r, v = bt.sum_r @ r, bt.sum_v @ v
+        g = (grad_map @ r).T
         done = np.sqrt((g * g).sum(axis=1)) < _GTOL
         if done.all():
             break
-        H = np.zeros((len(theta), m + style, m + style))
-        H[:, bt.pi, bt.pj] = -vp.T
-        H[:, bt.pj, bt.pi] = -vp.T
-        diag = (bt.Dt_abs @ vp).T
-        H[:, np.arange(m), np.arange(m)] = diag
-        if style:
-            cross = (bt.Dt @ vdp).T
-            H[:, :m, m] = cross
-            H[:, m, :m] = cross
-            H[:, m, m] = sv[2 * P]
-        H = H[:, free][:, :, free]
+        H = np.ascontiguousarray((hess_map @ v).T).reshape(len(theta), k, k)
         # a tiny ridge keeps a flat direction (e.g. all d = 0) solvable; the stopping rule is the gradient's
-        H[:, diag_idx, diag_idx] += 1e-12 * (1.0 + diag.max(axis=1, keepdims=True))
+        H[:, diag_idx, diag_idx] += 1e-12 * (1.0 + H[:, diag_idx, diag_idx].max(axis=1, keepdims=True))
         try:
             step = np.linalg.solve(H, g[:, :, None])[:, :, 0]
         except np.linalg.LinAlgError:
