@@ -68,6 +68,7 @@ from scipy import sparse
 from scipy.sparse.csgraph import connected_components
 from scipy.special import expit
 from scipy.stats import kendalltau
+from threadpoolctl import threadpool_limits
 
 from evekit.errors import DataError
 
@@ -298,6 +299,15 @@ class _Battles:
         out = np.full((n_res, k), np.nan)
         width = len(self.cell_n) if style else self.n_pairs
         chunk = max(1, min(n_res, _BLOCK // max(width, (k + 1) ** 2)))
+        # many small solves: OpenBLAS's threads would spin-wait for each other (a 100-model
+        # bootstrap on a busy 2-core machine took 9 times as long with them)
+        with threadpool_limits(limits=1, user_api="blas"):
+            self._fit_blocks(w, x0, out, chunk, style)
+        return out
+
+    def _fit_blocks(self, w: np.ndarray, x0: np.ndarray, out: np.ndarray, chunk: int, style: bool) -> None:
+        """`fit`'s work, `chunk` resamples at a time (the memory stays bounded), into `out`."""
+        n_res = w.shape[1]
         for lo in range(0, n_res, chunk):
             cols = slice(lo, min(n_res, lo + chunk))
             wc = w[:, cols]
@@ -313,7 +323,6 @@ class _Battles:
                 n, y = n[:, ok], np.asarray(self.scores @ wc)
             idx = np.arange(cols.start, cols.stop)[ok]
             out[idx] = _newton(self, n, y, x0[idx], style)
-        return out
 
 
 _BLOCK = 1_000_000  # cells x resamples per block of bootstrap fits (8 MB per array; larger is no faster)
