@@ -47,8 +47,8 @@ Method
   added on purpose.
 * **Cost.** Plain: O(resamples x (question-pair cells + K^3)) per Newton step, about three steps;
   style: O(resamples x style cells) per step. 50 models x 2,000 questions x 3 judges (300,000
-  battles) with 1,000 resamples, pooled and per judge, plain and style: about 15 s on 2 cores
-  (benchmarks/bench_ranking_scale.py).
+  battles) with 1,000 resamples, pooled and per judge, plain and style: about 12 s of one core,
+  350 MB (benchmarks/bench_ranking_scale.py).
 
 Output: `rate` returns the ratings.csv rows: ``model, judge, rating, ci_low, ci_high, n_battles,
 style_rating, style_ci_low, style_ci_high`` (+ ``win_rate_vs_baseline`` and its
