@@ -338,23 +338,22 @@ def test_rating_intervals_cover_the_truth_on_simulated_strengths():
     print(f"coverage: ratings {cov_r:.3f}, differences {cov_d:.3f}, mean width {width:.1f}")
 
 
-def test_the_connectivity_check_agrees_with_scipy_on_random_comparison_graphs():
+def test_the_batched_connectivity_check_agrees_with_one_graph_at_a_time():
     from scipy.sparse import coo_matrix
     from scipy.sparse.csgraph import connected_components
 
-    from evekit.ranking import _Problem
+    from evekit.ranking import _Battles
 
     rng = np.random.default_rng(7)
     models = [f"m{i}" for i in range(6)]
     pairs = [(a, b) for a in models for b in models if a < b]
     rows = [{"question_id": f"q{i}", "model_a": a, "model_b": b, "s": 1.0} for i, (a, b) in enumerate(pairs)]
-    prob = _Problem(pd.DataFrame(rows), style=False)
-    seen = set()
-    for _ in range(300):
-        weights = (rng.random(prob.n_cells) < rng.uniform(0.05, 0.6)).astype(float)
-        keep = weights > 0
-        graph = coo_matrix((np.ones(keep.sum()), (prob.ca[keep], prob.cb[keep])), shape=(prob.m, prob.m))
-        expected = connected_components(graph, directed=False)[0] == 1
-        assert prob.connected(weights) == expected
-        seen.add(expected)
-    assert seen == {True, False}  # both cases were exercised
+    bt = _Battles(pd.DataFrame(rows), style=False)
+    # 300 resamples at once: each column a random subset of the pairs that met
+    n_pair = (rng.random((bt.n_pairs, 300)) < rng.uniform(0.05, 0.6, 300)).astype(float)
+    got = bt.connected(n_pair)
+    for col in range(300):
+        keep = n_pair[:, col] > 0
+        graph = coo_matrix((np.ones(keep.sum()), (bt.pi[keep], bt.pj[keep])), shape=(bt.m, bt.m))
+        assert got[col] == (connected_components(graph, directed=False)[0] == 1)
+    assert set(got) == {True, False}  # both cases were exercised
