@@ -240,3 +240,15 @@ def test_labels_to_halve():
     assert 250 <= more <= 400  # about 3n: the imputed term is small at N = 5,000
     r2 = C.ppi_mean(y[:100 + more], v[:100 + more], v[100 + more:])
     assert (r2["ci_high"] - r2["ci_low"]) == pytest.approx((r["ci_high"] - r["ci_low"]) / 2, rel=0.15)
+
+
+def test_importing_ppi_py_leaves_the_warning_filters_alone():
+    """ppi_py runs warnings.simplefilter("ignore") at import; evekit undoes it (a fresh process:
+    this module imported ppi_py already)."""
+    import subprocess
+    import sys
+
+    catch_all = "any(f[0] == 'ignore' and f[2] is Warning and f[1] is None and f[3] is None for f in warnings.filters)"
+    code = ("import warnings; import evekit.correction as C; C.ppi_mean([1, 0, 1], [1, 0, 0], [1, 0]); "
+            f"assert not {catch_all}; import ppi_py, importlib; importlib.reload(ppi_py.ppi); assert {catch_all}")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)  # the second assert: the check can fail
