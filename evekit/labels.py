@@ -16,7 +16,9 @@ chance n/N of being drawn, as the correction assumes), then a uniform draw withi
 
 Run folders: a task run (`samples.csv`, one row per answer; items whose generation failed are
 left out, unparsed ones stay in: they are scored FAIL by rule, so they are part of the score),
-or a win-rate comparison (`results.csv`, one item per question).
+or a win-rate comparison (`results.csv`, one item per question). `run_verdicts` gives a task
+run's verdicts by the sheet's ids; `validation_counts` a judge validation's sensitivity and
+specificity counts (its verdicts.csv), for the Rogan-Gladen correction without task labels.
 """
 from __future__ import annotations
 
@@ -36,7 +38,7 @@ from evekit.paths import display_path
 from evekit.tasks import GROUP_COLUMN
 
 __all__ = ["DRAW_SUFFIX", "PASS_LABELS", "PAIR_LABELS", "run_items", "draw_ids", "sample_sheet", "draw_path",
-           "read_sheet", "run_verdicts"]
+           "read_sheet", "run_verdicts", "validation_counts"]
 
 DRAW_SUFFIX = ".draw.json"
 PASS_LABELS = "1 = PASS, 0 = FAIL"
@@ -325,3 +327,27 @@ def run_verdicts(run_dir: str | Path, column: str = "judge_voting") -> pd.Series
     failed = s["failed"].str.strip().str.lower().isin(("true", "1")) if "failed" in s.columns else False
     values = pd.to_numeric(s.loc[~np.asarray(failed, dtype=bool), column].replace("", np.nan), errors="coerce")
     return pd.Series(values.to_numpy(dtype=float), index=pd.Index(items["id"], name="id"), name=column)
+
+
+def validation_counts(validation: str | Path, column: str = "judge_voting") -> dict[str, tuple[int, int]]:
+    """A pointwise judge validation's counts for `evekit.correction.rogan_gladen`, read from the
+    verdicts.csv beside its results.json (`validation`: that file or its folder): "sensitivity"
+    = (gold-PASS items judged PASS, gold-PASS items with a verdict), "specificity" = (gold-FAIL
+    items judged FAIL, gold-FAIL items with a verdict), for `column` (`judge_voting`, the vote,
+    or `judge_<name>`)."""
+    folder = Path(validation)
+    folder = folder.parent if folder.suffix == ".json" else folder
+    path = folder / "verdicts.csv"
+    v = _read_csv(path)
+    for need in ("label", column):
+        if need not in v.columns:
+            raise DataError(f"{display_path(path)}: no column {need!r} (a pointwise judge validation's "
+                            f"verdicts.csv has label, judge_<name>, judge_voting)")
+    gold = pd.to_numeric(v["label"], errors="coerce")
+    if not gold.dropna().isin((0, 1)).all() or gold.isna().any():
+        raise DataError(f"{display_path(path)}: labels are not all 1/0 (Rogan-Gladen needs a pointwise validation)")
+    verdict = pd.to_numeric(v[column].replace("", np.nan), errors="coerce")
+    used = verdict.notna()
+    pos, neg = used & (gold == 1), used & (gold == 0)
+    return {"sensitivity": (int((verdict[pos] == 1).sum()), int(pos.sum())),
+            "specificity": (int((verdict[neg] == 0).sum()), int(neg.sum()))}

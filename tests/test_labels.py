@@ -204,3 +204,19 @@ def test_folders_that_are_not_judged_runs(tmp_path):
     s.to_csv(d / "samples.csv", index=False)
     with pytest.raises(DataError, match="no judge verdicts"):
         L.sample_sheet(d, 3)
+
+
+def test_validation_counts_feed_rogan_gladen(tmp_path):
+    d = tmp_path / "validation"
+    d.mkdir()
+    pd.DataFrame({"row": range(8), "label": [1, 1, 1, 1, 0, 0, 0, 0],
+                  "judge_j1": [1, 1, 0, "", 0, 1, 0, 0], "judge_voting": [1, 1, 1, 1, 1, 1, 0, 0]}
+                 ).to_csv(d / "verdicts.csv", index=False)
+    (d / "results.json").write_text("{}")
+    assert L.validation_counts(d / "results.json", "judge_j1") == {"sensitivity": (2, 3), "specificity": (3, 4)}
+    counts = L.validation_counts(d)
+    assert counts == {"sensitivity": (4, 4), "specificity": (2, 4)}
+    r = C.rogan_gladen(np.ones(10), **counts)
+    assert r["sensitivity"] == 1.0 and r["specificity"] == 0.5
+    with pytest.raises(DataError, match="no column 'judge_j2'"):
+        L.validation_counts(d, "judge_j2")
