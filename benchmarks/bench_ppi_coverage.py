@@ -63,7 +63,7 @@ Figures (2,000 datasets per cell, seed 0; 366 s at load 9 on the 2 shared cores)
 PPI covers 0.943-1.000 in every cell (ppi_py's own interval: 0.811-0.951, under 0.93 in 10 of
 27 cells, all at n <= 100); the judge-only interval 0.000-0.905 (0.000-0.024 for the two weaker
 judges and for p = 0.9). A good judge (0.95/0.95) narrows the interval to 0.6-0.85 of the labels'
-(1.4-2.8 times the labels); a 0.6/0.6 judge buys nothing (ratio 1.0: lambda near 0). Rogan-Gladen
+(worth 1.4-2.9 labels each); a 0.6/0.6 judge buys nothing (ratio 1.0: lambda near 0). Rogan-Gladen
 covers 0.942-0.954 when the validation transports, and 0.46-0.92 when the judge's sensitivity
 and specificity on the task are 0.1 lower than on the validation set: its interval is only as
 good as that assumption.
