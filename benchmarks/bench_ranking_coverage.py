@@ -27,10 +27,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
 
-from tests.test_ranking import coverage
+# tests/ by path, not as the package `tests`: ppi-python's wheel installs a top-level `tests`
+# package into site-packages, which would shadow this folder.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from test_ranking import coverage  # noqa: E402
 
 S4 = {"m0": 0.0, "m1": 0.4, "m2": 0.8, "m3": 1.3}
 S8 = {f"m{i}": 0.25 * i for i in range(8)}
