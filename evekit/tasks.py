@@ -27,6 +27,7 @@ from evekit import metrics as M
 from evekit.data import Item, Row, choices_of, items_from_rows, parse_list
 from evekit.errors import DataError, RowError
 from evekit.parsing import format_labels, parse_hallucination, parse_letters
+from evekit.structured import as_results, ask_json, response_format
 from evekit.types import Api, GenerationRequest, GenerationResult
 
 __all__ = [
@@ -1044,8 +1045,6 @@ def span_request(item: Item, level: str = "soft_spans", *, api: Api = "chat", te
         raise ValueError("level 'binary' asks no spans (use build_requests)")
     messages = spans.span_messages(item.question, item.fields["answer"], level)
     if api == "chat":
-        from evekit.structured import response_format
-
         return GenerationRequest(messages=tuple(messages), temperature=temperature, max_tokens=max_tokens,
                                  response_format=response_format("json_schema",
                                                                  spans.reply_schema(level, request=True), "spans"))
@@ -1060,8 +1059,6 @@ def ask_spans(client: Any, items: Sequence[Item], level: str, *, api: Api = "cha
     results for `add_span_columns`: a validated reply as its JSON, an unusable one as the text
     that came back (read again there: unparsed, with the reason), no reply at all as a failed
     result (`error`)."""
-    from evekit.structured import ask_json
-
     if level == "binary":
         raise ValueError("level 'binary' asks no spans")
     _check_hallucination_items(items)
@@ -1069,14 +1066,7 @@ def ask_spans(client: Any, items: Sequence[Item], level: str, *, api: Api = "cha
     answers = ask_json(client, messages, spans.reply_schema(level), max_tokens=max_tokens, temperature=temperature,
                        name="spans", normalize=spans.normalize_reply, api=api, desc=desc or f"spans ({level})",
                        request_schema=spans.reply_schema(level, request=True))
-    out = []
-    for a in answers:
-        if a.parsed is None and a.raw is None:  # no reply came back: the infrastructure's failure
-            out.append(GenerationResult(text=None, error=a.error))
-        else:
-            text = json.dumps(a.parsed, ensure_ascii=False) if a.parsed is not None else a.raw
-            out.append(GenerationResult(text=text, raw=a.raw))
-    return out
+    return as_results(answers)
 
 
 def _span_row(item: Item, res: GenerationResult, level: str) -> dict[str, Any]:
