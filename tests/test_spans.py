@@ -323,6 +323,7 @@ def test_span_columns_scores_and_counts():
     assert m["span_recall"]["value"] == pytest.approx(tp / (tp + fn)) and m["span_recall"]["n_chars"] == 8
     assert m["span_f1"]["value"] == pytest.approx(2 * tp / (2 * tp + fp + fn)) and m["span_f1"]["n"] == 3
     assert m["span_f1"]["method"] == "percentile" and m["span_f1"]["ci_low"] <= m["span_f1"]["value"]
+    assert "bench_span_coverage" in m["span_f1"]["note"] and "bench_span_coverage" in m["soft_spearman"]["note"]
     hard = T.span_metrics(T.add_span_columns(None, items, _replies(), "hard_spans"), "hard_spans", n_boot=200)
     assert "soft_spearman" not in hard
 
