@@ -26,6 +26,14 @@ too), so adding a metric is adding one entry here. Names follow EVE:
 - `acc_logprobs`, `brier`, `ece`: scoring from the first answer token's log-probabilities: its
   accuracy, the multi-class Brier score (sum over the valid labels of (p - y)^2, 0 best, 2 worst)
   and the expected calibration error over 10 equal-width confidence bins.
+- `hard_iou`, `soft_spearman`: hallucinated spans as Mu-SHROOM's official scorer scores them
+  (`evekit.spans`): per item the character IoU of the hard labels (1.0 when gold and prediction
+  are both empty) and Spearman's rho of the per-character probabilities (1.0 when both sides are
+  constant, 0.0 when one is), each averaged over items (interval: BCa bootstrap over items).
+- `span_precision`, `span_recall`, `span_f1`: hard span characters pooled over the corpus
+  (micro: sum of per-item tp / fp / fn, then the ratio), with a percentile bootstrap over items,
+  never over characters: the characters of one answer are not independent draws. Results
+  carry `n` (items) and `n_chars` (the characters behind the ratio).
 """
 from __future__ import annotations
 
@@ -52,7 +60,7 @@ __all__ = [
     "rouge_l",
     "embeddings_unavailable",
     "cosine_similarities",
-    "span_prf",
+    "span_counts_statistic",
     "confusion_counts",
     "UNPARSED_CODE",
     "label_code",
@@ -241,33 +249,6 @@ def cosine_similarities(hypotheses: Sequence[str], references: Sequence[str]) ->
     empty = np.array([not s.strip() for s in hypotheses])
     sims[empty] = 0.0
     return sims
-
-
-def span_prf(pred_spans: Iterable[Sequence[int]], gold_spans: Iterable[Sequence[int]],
-             text_len: int) -> dict[str, float]:
-    """Character-overlap precision/recall/F1 of hallucinated spans (end-exclusive offsets).
-
-    Overlapping spans are merged (each character counts once). With no gold and no predicted
-    characters the prediction is perfect (1.0 each); otherwise an empty side gives 0.0 for
-    the ratio it would divide (no predictions: precision 0; no gold: recall 0).
-    """
-    def chars(spans: Iterable[Sequence[int]], what: str) -> np.ndarray:
-        mask = np.zeros(text_len, dtype=bool)
-        for span in spans:
-            start, end = int(span[0]), int(span[1])
-            if not 0 <= start <= end <= text_len:
-                raise ValueError(f"{what} span ({start}, {end}) outside the text (length {text_len})")
-            mask[start:end] = True
-        return mask
-
-    p, g = chars(pred_spans, "predicted"), chars(gold_spans, "gold")
-    n_p, n_g, tp = int(p.sum()), int(g.sum()), int((p & g).sum())
-    if n_p == 0 and n_g == 0:
-        return {"precision": 1.0, "recall": 1.0, "f1": 1.0}
-    precision = tp / n_p if n_p else 0.0
-    recall = tp / n_g if n_g else 0.0
-    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
-    return {"precision": precision, "recall": recall, "f1": f1}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -494,6 +475,9 @@ class Metric:
     interval_method: str | None = None
     # Said in results.json next to the value (e.g. what the interval's measured coverage is).
     note: str | None = None
+    # Further counts behind a corpus value besides the items, from the rows of its columns
+    # (e.g. the characters behind pooled span precision): {name: count}, added to the summary.
+    counts: Callable[[np.ndarray], dict[str, int]] | None = None
 
     @property
     def per_item(self) -> bool:
@@ -523,14 +507,16 @@ class Metric:
             if self.interval_method == "basic" and np.isfinite(out.get("ci_low", np.nan)):
                 lo, hi = self.bounds  # a reflected interval may step outside the statistic's range
                 out["ci_low"], out["ci_high"] = max(lo, out["ci_low"]), min(hi, out["ci_high"])
-            if self.note and np.isfinite(out.get("value", np.nan)):
-                out["note"] = self.note
+            if self.counts is not None:
+                out.update(self.counts(values[~np.isnan(values).any(axis=1)]))
         elif self.kind == "agreement":
             out = stats.interval(values, "kappa", seed=seed, n_boot=n_boot)
         elif self.kind == "graded_mean":
             out = stats.interval(values[:, 0], self.kind, seed=seed, n_boot=n_boot, bounds=self.bounds)
         else:
             out = stats.interval(values[:, 0], self.kind, seed=seed, n_boot=n_boot)
+        if self.note and np.isfinite(out.get("value", np.nan)):
+            out["note"] = self.note
         if not np.isfinite(out.get("value", np.nan)) and "note" not in out:
             out["note"] = _undefined_note(self, out)
         return out
@@ -543,7 +529,10 @@ def _undefined_note(metric: Metric, out: dict[str, Any]) -> str:
     reasons = {"precision": "no item was predicted positive (hallucinated)",
                "recall": "no item is positive (hallucinated) in the gold labels",
                "f1": "no positive item and no positive prediction",
-               "mcc": "the gold labels or the answers are all one label (scikit-learn would say 0)"}
+               "mcc": "the gold labels or the answers are all one label (scikit-learn would say 0)",
+               "span_precision": "no character was predicted hallucinated",
+               "span_recall": "no character is hallucinated in the gold labels",
+               "span_f1": "no gold and no predicted hallucinated character"}
     return f"{metric.name}: undefined, {reasons.get(metric.name, out.get('method', 'not defined on these items'))}"
 
 
@@ -582,6 +571,34 @@ def _prf_statistic(which: int) -> Callable[..., np.ndarray]:
 
 
 _PRF_COLUMNS = ("pred_hallucinated", "gold_hallucinated")
+_SPAN_COLUMNS = ("span_tp", "span_fp", "span_fn")
+_SPAN_RATIOS = {"span_precision": ((1, 0, 0), (1, 1, 0)), "span_recall": ((1, 0, 0), (1, 0, 1)),
+                "span_f1": ((2, 0, 0), (2, 1, 1))}  # (numerator, denominator) weights of (tp, fp, fn)
+
+
+def span_counts_statistic(name: str) -> Callable[..., np.ndarray]:
+    """Pooled span precision, recall or F1 (`name`) of (tp, fp, fn) rows, items on `axis`: the
+    per-item character counts summed, then the ratio; NaN where the denominator is 0."""
+    num_w, den_w = (np.asarray(w, dtype=float) for w in _SPAN_RATIOS[name])
+
+    def statistic(rows: Any, axis: int = 0) -> np.ndarray:
+        total = np.moveaxis(np.asarray(rows, dtype=float), axis, -2).sum(axis=-2)
+        num, den = total @ num_w, total @ den_w
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(den > 0, num / np.where(den > 0, den, 1.0), np.nan)
+
+    statistic.__name__ = name
+    return statistic
+
+
+def _span_chars(name: str) -> Callable[[np.ndarray], dict[str, int]]:
+    """The characters behind a pooled span ratio: its denominator (tp+fp, tp+fn, tp+fp+fn)."""
+    weights = np.asarray(_SPAN_RATIOS[name][1], dtype=float) > 0
+
+    def counts(rows: np.ndarray) -> dict[str, int]:
+        return {"n_chars": int(np.asarray(rows, dtype=float)[:, weights].sum())}
+
+    return counts
 _CORPUS_STATS = ("precision", "recall", "f1")  # stats.corpus_interval computes these by name
 
 for _metric in (
@@ -614,6 +631,20 @@ for _metric in (
            note=("ece: the binned estimate is biased upward on few items; its basic-bootstrap interval "
                  "covered the population value in about 83% of simulations at n=30 and 87-89% at n=60 "
                  "(tests/test_parity.py): read it as approximate below a few hundred items")),
+    Metric("hard_iou", "graded_mean", "character IoU of predicted and gold hard spans per item (Mu-SHROOM)"),
+    Metric("soft_spearman", "graded_mean", "Spearman correlation of predicted and gold per-character "
+           "hallucination probabilities per item (Mu-SHROOM)", bounds=(-1.0, 1.0),
+           note=("soft_spearman: BCa over items; it covered 0.94-0.96 in simulations at n >= 50 "
+                 "(benchmarks/bench_span_coverage.py), 0.85 at n = 20 when a few zeros hide among high values")),
+    *(Metric(name, "corpus", description, columns=_SPAN_COLUMNS, statistic=span_counts_statistic(name),
+             counts=_span_chars(name),
+             note=(f"{name}: characters pooled over items, percentile bootstrap over items (the characters of "
+                   "one answer are not independent); it covered 0.92-0.95 in simulations at n >= 50 "
+                   "(benchmarks/bench_span_coverage.py), down to 0.79 at n = 20 when false positives are rare"))
+      for name, description in (
+          ("span_precision", "share of the characters predicted hallucinated that are (pooled over items)"),
+          ("span_recall", "share of the hallucinated characters predicted (pooled over items)"),
+          ("span_f1", "harmonic mean of pooled span precision and recall"))),
     Metric("llm_as_judge", "proportion", "share of answers the judge passed", columns=()),
     Metric("judge_voting", "proportion", "share of answers the judges' majority vote passed"),
     Metric("llm_as_judge_avg", "graded_mean", "mean over items of the share of judges that passed it"),

@@ -16,7 +16,6 @@ __all__ = [
     "strip_think",
     "parse_letters",
     "parse_hallucination",
-    "parse_spans",
     "format_labels",
 ]
 
@@ -254,30 +253,3 @@ def parse_hallucination(text: str | None) -> ParseResult:
     if best is None:
         return ParseResult(None, "no verdict found (expected A/B or yes/no)")
     return ParseResult([best[2]], None)
-
-
-# ---------------------------------------------------------------------------------------------
-# Hallucinated spans (optional span-level variant of hallucination detection)
-
-
-def parse_spans(text: str | None, answer: str) -> tuple[list[tuple[int, int]], list[str]]:
-    """Locate the phrases a model marked as hallucinated inside the checked `answer`.
-
-    The span prompt asks for the hallucinated phrases copied verbatim, one per line (quotes
-    and list bullets are tolerated), or "NONE". Returns end-exclusive character spans into
-    `answer` and the phrases that could not be found in it (reported, not dropped silently).
-    """
-    body = (text or "").strip()
-    spans: list[tuple[int, int]] = []
-    missing: list[str] = []
-    lower = answer.lower()
-    for line in body.splitlines():
-        phrase = re.sub(r"^\s*(?:[-*•]|\d+[.)])\s*", "", line).strip().strip("\"'“”‘’`").strip()
-        if not phrase or phrase.upper().rstrip(".") == "NONE":
-            continue
-        start = lower.find(phrase.lower())
-        if start < 0:
-            missing.append(phrase)
-        else:
-            spans.append((start, start + len(phrase)))
-    return sorted(set(spans)), missing

@@ -21,8 +21,8 @@ import jsonschema
 from evekit.errors import CacheMiss
 from evekit.types import GenerationRequest, GenerationResult
 
-__all__ = ["METHODS", "DEFAULT_REMINDER", "JsonAnswer", "UnusableReply", "ask_json", "response_format",
-           "extract_json", "remembered_method", "forget_method"]
+__all__ = ["METHODS", "DEFAULT_REMINDER", "JsonAnswer", "UnusableReply", "ask_json", "as_results",
+           "response_format", "extract_json", "remembered_method", "forget_method"]
 
 METHODS: tuple[str, ...] = ("json_schema", "json_object", "text")
 
@@ -355,3 +355,17 @@ def ask_json(
         for i, a in done.items():
             out[i] = a.answer
     return [a for a in out if a is not None]
+
+
+def as_results(answers: Sequence[JsonAnswer]) -> list[GenerationResult]:
+    """`ask_json` answers as generation results, for a task's parser: a validated reply as its JSON
+    text, an unusable one as the text that came back (the parser then says why: unparsed), no
+    reply at all as a failed result (`error`: the infrastructure's failure)."""
+    out = []
+    for a in answers:
+        if a.parsed is None and a.raw is None:
+            out.append(GenerationResult(text=None, error=a.error))
+        else:
+            text = json.dumps(a.parsed, ensure_ascii=False) if a.parsed is not None else a.raw
+            out.append(GenerationResult(text=text, raw=a.raw))
+    return out

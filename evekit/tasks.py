@@ -22,11 +22,12 @@ from typing import Any, Callable, Literal, Mapping, NamedTuple, Sequence
 import numpy as np
 import pandas as pd
 
-from evekit import data, stats
+from evekit import data, spans, stats
 from evekit import metrics as M
 from evekit.data import Item, Row, choices_of, items_from_rows, parse_list
 from evekit.errors import DataError, RowError
-from evekit.parsing import format_labels, parse_hallucination, parse_letters, parse_spans
+from evekit.parsing import format_labels, parse_hallucination, parse_letters
+from evekit.structured import as_results, ask_json, response_format
 from evekit.types import Api, GenerationRequest, GenerationResult
 
 __all__ = [
@@ -50,8 +51,17 @@ __all__ = [
     "metric_column",
     "context_columns",
     "judge_case_fields",
+    "HALLUCINATION_LEVELS",
+    "SPAN_MAX_TOKENS",
+    "level_metrics",
+    "gold_spans",
     "span_request",
-    "score_spans",
+    "ask_spans",
+    "add_span_columns",
+    "span_metrics",
+    "span_baselines",
+    "span_counts",
+    "worst_spans_html",
     "SAMPLE_COLUMNS",
     "GROUP_COLUMN",
     "grouped",
@@ -251,9 +261,13 @@ def _prep_refusal(row: Row) -> tuple[str, str, dict[str, Any]]:
     return question, REFUSAL_ANSWER, {"reference": REFUSAL_ANSWER, "docs": docs}
 
 
+def _missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
 def _spans(row: Row, column: str, text_len: int) -> list[dict[str, Any]]:
     value = row.raw(column)
-    if value is None or (isinstance(value, float) and math.isnan(value)):
+    if _missing(value):
         return []
     spans = []
     for i, span in enumerate(parse_list(value, column)):
@@ -285,8 +299,10 @@ def _prep_hallucination(row: Row) -> tuple[str, str, dict[str, Any]]:
     flag = row.flag("is_hallucinated")
     hard = [[s["start"], s["end"]] for s in _spans(row, "Hard labels", len(answer))]
     soft = _spans(row, "Soft labels", len(answer))
+    # Which label columns this row has (a missing one is derived from the other: `gold_spans`).
+    given = tuple(c for c in ("Hard labels", "Soft labels") if not _missing(row.raw(c)))
     return question, "A" if flag else "B", {"answer": answer, "is_hallucinated": flag,
-                                           "hard_labels": hard, "soft_labels": soft}
+                                           "hard_labels": hard, "soft_labels": soft, "span_columns": given}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -965,28 +981,240 @@ def judge_case_fields(task: Task | str, item: Item, response: str) -> dict[str, 
 
 
 # ---------------------------------------------------------------------------------------------
-# Optional: span-level hallucination detection (not part of EVE's default metrics)
+# Hallucination detection at the span levels: EVE's hard and soft span detection, scored as
+# Mu-SHROOM's official scorer scores them (`evekit.spans` holds the definitions)
 
-SPAN_INSTRUCTION = ("You will see a question about Earth Observation and an answer to it. Copy, verbatim and one "
-                    "per line, every phrase of the answer that is hallucinated (false or unsupported). If nothing "
-                    "is hallucinated, reply NONE.")
+HALLUCINATION_LEVELS = spans.LEVELS
+# The span reply is a JSON list of copied phrases: more than the binary level's 100 tokens.
+SPAN_MAX_TOKENS = 512
+_HARD_SPAN_METRICS = ("hard_iou", "span_precision", "span_recall", "span_f1")
+_SOFT_SPAN_METRICS = ("hard_iou", "soft_spearman", "span_precision", "span_recall", "span_f1")
+# The span call's own columns in samples.csv (at level `all` the unprefixed ones are the binary call's).
+SPAN_CALL_COLUMNS = ("span_response", "span_failed", "span_error", "span_unparsed", "span_unparsed_reason")
 
 
-def span_request(item: Item, *, api: Api = "chat", temperature: float = 0.0, max_tokens: int = 512,
-                 seed: int = 0) -> GenerationRequest:
-    """A zero-shot request asking the model to mark hallucinated phrases of the checked answer."""
-    body = f"Question: {item.question}\nAnswer to check: {item.fields['answer']}"
+def _span_metric_names(level: str) -> tuple[str, ...]:
+    spans.check_level(level)
+    if level == "binary":
+        return ()
+    return _SOFT_SPAN_METRICS if spans.asks_confidence(level) else _HARD_SPAN_METRICS
+
+
+def level_metrics(level: str) -> tuple[str, ...]:
+    """The metrics of hallucination_detection at `level`, headline first: binary -> EVE's
+    (acc, precision, recall, f1, mcc, macro_f1); hard_spans -> hard_iou, span_precision,
+    span_recall, span_f1; soft_spans -> those and soft_spearman; all -> binary's, then soft_spans'."""
+    names = _span_metric_names(level)
+    binary = get_task("hallucination_detection").metrics
+    return binary if level == "binary" else (*binary, *names) if level == "all" else names
+
+
+def _check_hallucination_items(items: Sequence[Item]) -> None:
+    bad = [it for it in items if "is_hallucinated" not in it.fields or "answer" not in it.fields]
+    if bad:
+        raise ValueError(f"span levels need hallucination_detection items; item {bad[0].doc_id} is not one")
+
+
+def gold_spans(item: Item) -> tuple[list[list[int]], list[dict[str, Any]]]:
+    """(hard, soft) gold labels of a hallucination item. A row with only one of the two label
+    columns gets the other derived as the scorer derives it (hard = soft prob > 0.5; soft = hard
+    with prob 1.0); a row with neither cannot be scored at a span level: a DataError naming it."""
+    f = item.fields
+    given = f.get("span_columns", ("Hard labels", "Soft labels"))
+    hard, soft = [list(map(int, h)) for h in f.get("hard_labels", [])], list(f.get("soft_labels", []))
+    if not given:
+        raise DataError(f"{item.source or 'dataset'}: row {item.row} (0-based) has neither 'Hard labels' nor "
+                        "'Soft labels': the span levels (hard_spans, soft_spans, all) need one of them; "
+                        "use level='binary'")
+    if "Hard labels" not in given:
+        hard = spans.hard_from_soft(soft)
+    if "Soft labels" not in given:
+        soft = spans.soft_from_hard(hard)
+    answer = f["answer"]
+    soft = [{"start": int(s["start"]), "end": int(s["end"]), "text": answer[int(s["start"]):int(s["end"])],
+             "prob": float(s["prob"]) if s.get("prob") is not None else 1.0} for s in soft]
+    return hard, soft
+
+
+def span_request(item: Item, level: str = "soft_spans", *, api: Api = "chat", temperature: float = 0.0,
+                 max_tokens: int = SPAN_MAX_TOKENS) -> GenerationRequest:
+    """The request asking for the hallucinated phrases of the item's answer at `level` (zero-shot;
+    evekit/prompts/hallucination_spans.txt), with the reply's JSON schema as `ask_json` sends it
+    first (json_schema). For completions the chat is joined into one prompt, as `ask_json` does."""
+    if level == "binary":
+        raise ValueError("level 'binary' asks no spans (use build_requests)")
+    messages = spans.span_messages(item.question, item.fields["answer"], level)
     if api == "chat":
-        return GenerationRequest(messages=({"role": "system", "content": SPAN_INSTRUCTION},
-                                           {"role": "user", "content": body}),
-                                 temperature=temperature, max_tokens=max_tokens, seed=seed)
-    return GenerationRequest(prompt=f"{SPAN_INSTRUCTION}\n\n{body}\nHallucinated phrases:",
-                             temperature=temperature, max_tokens=max_tokens, seed=seed, stop=("\nQuestion:",))
+        return GenerationRequest(messages=tuple(messages), temperature=temperature, max_tokens=max_tokens,
+                                 response_format=response_format("json_schema",
+                                                                 spans.reply_schema(level, request=True), "spans"))
+    return GenerationRequest(prompt="\n\n".join(m["content"] for m in messages) + "\n",
+                             temperature=temperature, max_tokens=max_tokens)
 
 
-def score_spans(item: Item, text: str | None) -> dict[str, Any]:
-    """Span precision/recall/F1 of a span response against the item's hard labels."""
-    answer = item.fields["answer"]
-    spans, missing = parse_spans(text, answer)
-    return {**M.span_prf(spans, item.fields.get("hard_labels", []), len(answer)),
-            "spans": spans, "not_found": missing}
+def ask_spans(client: Any, items: Sequence[Item], level: str, *, api: Api = "chat", temperature: float = 0.0,
+              max_tokens: int = SPAN_MAX_TOKENS, desc: str = "") -> list[GenerationResult]:
+    """One span reply per item through the structured-output chain (`structured.ask_json`:
+    json_schema -> json_object -> text, one reminder after an unusable reply), as generation
+    results for `add_span_columns`: a validated reply as its JSON, an unusable one as the text
+    that came back (read again there: unparsed, with the reason), no reply at all as a failed
+    result (`error`)."""
+    if level == "binary":
+        raise ValueError("level 'binary' asks no spans")
+    _check_hallucination_items(items)
+    messages = [spans.span_messages(it.question, it.fields["answer"], level) for it in items]
+    answers = ask_json(client, messages, spans.reply_schema(level), max_tokens=max_tokens, temperature=temperature,
+                       name="spans", normalize=spans.normalize_reply, api=api, desc=desc or f"spans ({level})",
+                       request_schema=spans.reply_schema(level, request=True))
+    return as_results(answers)
+
+
+def _span_row(item: Item, res: GenerationResult, level: str) -> dict[str, Any]:
+    """The span columns of one item."""
+    answer, n, soft = item.fields["answer"], len(item.fields["answer"]), spans.asks_confidence(level)
+    gold_hard, gold_soft = gold_spans(item)
+    row: dict[str, Any] = {
+        "span_response": res.raw if res.raw is not None else res.text, "span_failed": bool(res.failed),
+        "span_error": res.error, "span_unparsed": False, "span_unparsed_reason": None,
+        "pred_spans": None, "spans_not_in_text": None,
+        "gold_hard_labels": spans.labels_json(gold_hard), "gold_soft_labels": spans.labels_json(gold_soft),
+        "pred_hard_labels": None, "pred_soft_labels": None,
+    }
+    names = ("hard_iou", "soft_spearman") if soft else ("hard_iou",)
+    if res.failed:  # excluded: no score
+        return {**row, **{k: math.nan for k in (*names, "span_tp", "span_fp", "span_fn")}}
+    phrases, reason = spans.parse_reply(res.text, level)
+    if phrases is None:  # the model's failure: a miss
+        return {**row, "span_unparsed": True, "span_unparsed_reason": reason, "spans_not_in_text": 0,
+                **spans.miss_scores(gold_hard, n, soft=soft)}
+    located = spans.locate(answer, phrases)
+    pred_hard, pred_soft = spans.predicted_labels(located, answer)
+    row.update({
+        "pred_spans": spans.labels_json([{"text": p.text, "start": p.start, "end": p.end,
+                                          "confidence": p.confidence} for p in located]),
+        "spans_not_in_text": sum(not p.found for p in located),
+        "pred_hard_labels": spans.labels_json(pred_hard), "pred_soft_labels": spans.labels_json(pred_soft),
+    })
+    return {**row, **spans.item_scores(gold_hard, gold_soft, pred_hard, pred_soft, n, soft=soft)}
+
+
+def _span_parser(level: str) -> Callable[[str, Item], Parsed]:
+    def parse(text: str, item: Item) -> Parsed:
+        phrases, reason = spans.parse_reply(text, level)
+        return Parsed(None if phrases is None else spans.labels_json([p["text"] for p in phrases]), None, reason)
+
+    return parse
+
+
+def add_span_columns(samples: pd.DataFrame | None, items: Sequence[Item], results: Sequence[GenerationResult],
+                     level: str) -> pd.DataFrame:
+    """The samples table with the span level's columns, from one span reply per item (`ask_spans`).
+
+    `samples`: the binary level's table (level `all`), rows in the order of `items`; None at
+    hard_spans / soft_spans, where the span call is the only call: the table's usual columns
+    (`response`, `parsed` = the JSON list of phrases, `unparsed`, `failed`, ...) then come from it.
+    Added, per item: the span call's `span_response`, `span_failed`, `span_error`, `span_unparsed`,
+    `span_unparsed_reason`; `pred_spans` (JSON [{text, start, end, confidence}], start/end null for
+    a phrase not in the answer), `spans_not_in_text`, `gold_hard_labels` ([[start, end]]),
+    `gold_soft_labels` ([{start, end, text, prob}]), `pred_hard_labels`, `pred_soft_labels` (same
+    formats), and the per-item scores `hard_iou`, `soft_spearman` (soft levels), `span_tp`,
+    `span_fp`, `span_fn`. A failed call: NaN scores (excluded); an unusable reply: the miss scores
+    (`spans.miss_scores`).
+    """
+    if level == "binary":
+        raise ValueError("level 'binary' has no span columns")
+    spans.check_level(level)
+    if len(items) != len(results):
+        raise ValueError(f"{len(items)} items but {len(results)} span results")
+    _check_hallucination_items(items)
+    task = get_task("hallucination_detection")
+    if samples is None:
+        span_task = dataclasses.replace(task, parse=_span_parser(level), score=lambda p, item: {}, metrics=(),
+                                        constant_baselines=False)
+        samples = score_samples(span_task, items, results)
+    elif len(samples) != len(items) or list(samples["doc_id"]) != [it.doc_id for it in items]:
+        raise ValueError("samples and items differ: add_span_columns needs the samples rows in the order of items")
+    extra = pd.DataFrame([_span_row(it, res, level) for it, res in zip(items, results)], index=samples.index)
+    extra["spans_not_in_text"] = extra["spans_not_in_text"].astype("Int64")
+    out = samples.drop(columns=[c for c in extra.columns if c in samples.columns])
+    return pd.concat([out, extra], axis=1)
+
+
+def _span_rows(samples: pd.DataFrame) -> pd.DataFrame:
+    if "span_failed" not in samples.columns:
+        raise ValueError("the samples have no span columns (add_span_columns)")
+    return samples[~samples["span_failed"].astype(bool)]
+
+
+def span_metrics(samples: pd.DataFrame, level: str, *, seed: int = 0, n_boot: int = 2000) -> dict[str, dict]:
+    """{metric: {"value", "ci_low", "ci_high", "n", "method", ...}} of the span level, over the items
+    whose span call did not fail (at level `all` a failed binary call does not exclude an item
+    here). hard_iou and soft_spearman are means of per-item values with a BCa interval;
+    span_precision/recall/f1 pool the characters over items (sums of span_tp/fp/fn, then the ratio)
+    with a percentile bootstrap over items, and carry `n_chars` beside `n` (items)."""
+    used = _span_rows(samples)
+    out: dict[str, dict] = {}
+    for name in _span_metric_names(level):
+        summary = M.get_metric(name).summarize(used, seed=seed, n_boot=n_boot)
+        if summary is not None:
+            out[name] = summary
+    return out
+
+
+def span_baselines(samples: pd.DataFrame, level: str, *, seed: int = 0, n_boot: int = 2000
+                   ) -> dict[str, dict[str, dict]]:
+    """The span metrics of two answers that read nothing, on the items the model was scored on:
+    "no_span" (never a hallucination: {"spans": []}) and "whole_answer" (every character
+    hallucinated, probability 1). {baseline: {metric: summary}}, summaries as `span_metrics`."""
+    used = _span_rows(samples)
+    soft = spans.asks_confidence(level)
+    rows: dict[str, list[dict[str, float]]] = {"no_span": [], "whole_answer": []}
+    for answer, hard_json, soft_json in zip(used["doc.Answer"], used["gold_hard_labels"], used["gold_soft_labels"]):
+        n, gold_hard, gold_soft = len(answer), json.loads(hard_json), json.loads(soft_json)
+        whole = [[0, n]] if n else []
+        rows["no_span"].append(spans.item_scores(gold_hard, gold_soft, [], [], n, soft=soft))
+        rows["whole_answer"].append(spans.item_scores(gold_hard, gold_soft, whole,
+                                                      spans.soft_from_hard(whole), n, soft=soft))
+    out: dict[str, dict[str, dict]] = {}
+    for base, values in rows.items():
+        frame = pd.DataFrame(values, columns=["hard_iou", *(["soft_spearman"] if soft else []),
+                                              "span_tp", "span_fp", "span_fn"])
+        out[base] = {name: s for name in _span_metric_names(level)
+                     if (s := M.get_metric(name).summarize(frame, seed=seed, n_boot=n_boot)) is not None}
+    return out
+
+
+def span_counts(samples: pd.DataFrame) -> dict[str, int]:
+    """The span call's counts: items, `n_unparsed` (scored as misses), `n_failed` (excluded),
+    `n_spans` (phrases in the readable replies) and `spans_not_in_text` (of those, not found in
+    the answer: shown in `pred_spans` with null offsets, never dropped)."""
+    failed = samples["span_failed"].astype(bool)
+    unparsed = samples["span_unparsed"].astype(bool) & ~failed
+    listed = [json.loads(v) for v in samples["pred_spans"] if isinstance(v, str)]
+    return {"n": int(len(samples)), "n_unparsed": int(unparsed.sum()), "n_failed": int(failed.sum()),
+            "n_spans": int(sum(len(v) for v in listed)),
+            "spans_not_in_text": int(pd.to_numeric(samples["spans_not_in_text"]).fillna(0).sum())}
+
+
+def worst_spans_html(samples: pd.DataFrame, k: int = 5, by: str = "hard_iou") -> str:
+    """The `k` items with the lowest `by` (hard_iou or soft_spearman; ties: doc_id order), each as its
+    answer with gold and predicted spans side by side (`spans.spans_html`, all text escaped),
+    headed by doc_id, scores and question. Failed items are left out; "" when none is left."""
+    if by not in samples.columns:
+        raise ValueError(f"the samples have no {by!r} column")
+    used = _span_rows(samples)
+    used = used[pd.to_numeric(used[by]).notna()]
+    worst = used.assign(_key=pd.to_numeric(used[by])).sort_values(["_key", "doc_id"], kind="stable").head(k)
+    blocks = []
+    for _, r in worst.iterrows():
+        scores = " · ".join(f"{m} {float(r[m]):.2f}" for m in ("hard_iou", "soft_spearman") if m in r.index)
+        caption = f"doc_id {r['doc_id']} · {scores} · {r['doc.Question']}"
+        if r["span_unparsed"]:
+            caption += f" · unparsed reply ({r['span_unparsed_reason']}): scored as a miss"
+        located = json.loads(r["pred_spans"]) if isinstance(r["pred_spans"], str) else []
+        blocks.append(spans.spans_html(
+            r["doc.Answer"], gold_hard=json.loads(r["gold_hard_labels"]), gold_soft=json.loads(r["gold_soft_labels"]),
+            pred_hard=json.loads(r["pred_hard_labels"]) if isinstance(r["pred_hard_labels"], str) else [],
+            pred_soft=json.loads(r["pred_soft_labels"]) if isinstance(r["pred_soft_labels"], str) else [],
+            not_found=[p["text"] for p in located if p["start"] is None], caption=caption))
+    return "".join(f'<div style="margin-bottom: 12px">{b}</div>' for b in blocks)

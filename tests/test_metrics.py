@@ -69,28 +69,6 @@ def test_rouge_l_hand_computed():
     assert M.rouge_l("", "anything") == 0.0
 
 
-@pytest.mark.parametrize(
-    "pred, gold, n, expected",
-    [
-        ([(0, 10)], [(0, 10)], 20, (1.0, 1.0, 1.0)),
-        ([(0, 10)], [(5, 15)], 20, (0.5, 0.5, 0.5)),
-        ([(0, 4)], [(0, 8)], 10, (1.0, 0.5, 2 / 3)),
-        ([(0, 4), (2, 6)], [(0, 6)], 10, (1.0, 1.0, 1.0)),  # overlapping predictions merge
-        ([], [], 10, (1.0, 1.0, 1.0)),
-        ([], [(0, 3)], 10, (0.0, 0.0, 0.0)),
-        ([(0, 3)], [], 10, (0.0, 0.0, 0.0)),
-    ],
-)
-def test_span_prf(pred, gold, n, expected):
-    out = M.span_prf(pred, gold, n)
-    assert (out["precision"], out["recall"], out["f1"]) == pytest.approx(expected)
-
-
-def test_span_prf_rejects_spans_outside_text():
-    with pytest.raises(ValueError, match="outside the text"):
-        M.span_prf([(5, 12)], [], 10)
-
-
 def test_metric_notes_never_raise():
     open_ended, mcqa = get_task("open_ended"), get_task("mcqa_single_answer")
     notes = M.metric_notes(open_ended.metrics, judged=True)

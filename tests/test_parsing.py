@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from evekit.parsing import format_labels, parse_hallucination, parse_letters, parse_spans, strip_think
+from evekit.parsing import format_labels, parse_hallucination, parse_letters, strip_think
 
 ABCD = ["A", "B", "C", "D"]
 
@@ -187,17 +187,6 @@ def test_format_labels():
     assert format_labels(["A", "B", "C", "D"]) == "A-D"
     assert format_labels(["A", "C", "F"]) == "A, C, F"
     assert format_labels(["A", "B"]) == "A, B"
-
-
-def test_parse_spans_locates_phrases():
-    answer = "Sentinel-2 acquires bands B2, B3, B4 and B5 at 10 m resolution, and its swath is 290 km."
-    spans, missing = parse_spans('- "B5"\n- swath is 290 KM\n- not in the text', answer)
-    start = answer.index("B5")
-    assert (start, start + 2) in spans
-    s2 = answer.index("swath is 290 km")
-    assert (s2, s2 + len("swath is 290 km")) in spans
-    assert missing == ["not in the text"]
-    assert parse_spans("NONE", answer) == ([], [])
 
 
 @pytest.mark.parametrize("text, rest", [("A, B12", "B12"), ("C, ICEYE", "ICEYE"), ("A, C, EVI", "EVI")])

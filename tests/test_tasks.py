@@ -314,15 +314,6 @@ def test_judge_case_fields():
         T.judge_case_fields("mcqa_single_answer", items_for("mcqa_single_answer", 1)[0], "A")
 
 
-def test_span_variant():
-    item = items_for("hallucination_detection", 1)[0]  # hard label [0, 7] = "Checked"
-    req = T.span_request(item)
-    assert "verbatim" in req.messages[0]["content"] and item.fields["answer"] in req.messages[1]["content"]
-    out = T.score_spans(item, '"Checked answer"')
-    assert out["spans"] == [(0, 14)]
-    assert out["precision"] == pytest.approx(7 / 14) and out["recall"] == pytest.approx(1.0)
-
-
 def test_count_failures_without_columns():
     assert T.count_failures(pd.DataFrame({"x": [1, 2]})) == {"n": 2, "n_unparsed": 0, "n_failed": 0}
 
