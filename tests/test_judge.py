@@ -188,8 +188,8 @@ def test_fallback_to_plain_text_parsing():
     assert [a.parsed["verdict"] for a in out] == [1, 0, 0, 1]
     assert all(a.method == "text" and a.error is None for a in out)
     assert out[0].raw == replies["q0"]
-    parsed, raw, method, error = out[1]  # unpacks like the agreed tuple
-    assert (parsed["verdict"], method, error) == (0, "text", None)
+    parsed, raw, method, error, flag = out[1]  # unpacks like the agreed tuple (flag: a note, None here)
+    assert (parsed["verdict"], method, error, flag) == (0, "text", None, None)
 
 
 def test_server_ignoring_json_mode_still_parsed_by_json_extraction():
@@ -253,7 +253,7 @@ def test_endpoint_error_makes_the_judge_abstain_with_a_warning():
             raise EndpointError("judge model 'm' not found at http://x/v1 (HTTP 404)")
 
     p = JudgePanel([{"name": "ok", "model": "m", "base_url": "http://x/v1"},
-                    {"name": "down", "model": "m", "base_url": "http://x/v1"}], "fact_check",
+                    {"name": "down", "model": "m2", "base_url": "http://x/v1"}], "fact_check",
                    clients={"ok": ScriptedClient(verdicts={"q0": 1, "q1": 0}), "down": Down()})
     with pytest.warns(UserWarning, match="'down' is unusable"):
         df = p.judge(cases(2))
@@ -571,7 +571,7 @@ def test_a_judge_entry_may_set_its_own_concurrency(tmp_path):
     from evekit.judges import JudgePanel
 
     judges = [{"name": "slow", "model": "m", "base_url": "http://127.0.0.1:9/v1", "concurrency": 2},
-              {"name": "fast", "model": "m", "base_url": "http://127.0.0.1:9/v1"}]
+              {"name": "fast", "model": "m2", "base_url": "http://127.0.0.1:9/v1"}]
     panel = JudgePanel(judges, "fact_check", concurrency=8, cache_dir=tmp_path, progress=False)
     assert panel.clients["slow"].concurrency == 2 and panel.clients["fast"].concurrency == 8
 
