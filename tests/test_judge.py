@@ -662,3 +662,80 @@ def test_a_reasoning_max_chars_that_is_not_a_positive_integer_is_a_parameter_err
     spec = {"name": "j", "model": "m", "base_url": "http://x/v1", "api_key_env": None, "reasoning_max_chars": bad}
     with pytest.raises(ParameterError, match="judge 'j': reasoning_max_chars must be a positive integer"):
         J.validate_judges([spec])
+
+
+# ----------------------------------------------------------------------------- duplicate judges (issue 24)
+def _judge(name, **kw):
+    return {"name": name, "model": "m", "base_url": "http://x:8080/v1", "api_key_env": None, **kw}
+
+
+@pytest.mark.parametrize("first, second", [
+    (_judge("a"), _judge("b")),
+    (_judge("a"), _judge("b", base_url="HTTP://X:8080/v1/")),            # the same endpoint, spelled otherwise
+    (_judge("a", temperature=0.7), _judge("b", temperature=0.7)),         # sampled: the cache still merges them
+    (_judge("a", max_tokens=192, reasoning_max_chars=300), _judge("b", max_tokens=192, reasoning_max_chars=300)),
+    (_judge("a", concurrency=2), _judge("b", api_key_env="OTHER_KEY")),  # neither changes the reply
+])
+def test_the_same_judge_under_two_names_is_refused_naming_both_and_the_fix(first, second):
+    from evekit.errors import ParameterError
+    with pytest.raises(ParameterError, match=r"judges 'a' and 'b' are the same judge: model 'm'.*"
+                                             r"one reply\s+would count as two votes.*another temperature, model"):
+        J.validate_judges([first, second, _judge("c", model="other")])
+
+
+def test_a_judge_using_the_run_default_equals_one_setting_it_explicitly_in_the_panel():
+    from evekit.errors import ParameterError
+    from evekit.types import JUDGE_MAX_TOKENS
+    pair = [_judge("a"), _judge("b", temperature=0.0, max_tokens=JUDGE_MAX_TOKENS)]
+    J.validate_judges(pair)  # the run's defaults are not known here: not refused
+    with pytest.raises(ParameterError, match="'a' and 'b' are the same judge"):
+        JudgePanel(pair, "fact_check", clients={"a": ScriptedClient(), "b": ScriptedClient()})
+
+
+@pytest.mark.parametrize("other", [dict(temperature=0.7), dict(model="m2"), dict(max_tokens=64),
+                                   dict(reasoning_max_chars=100), dict(api="completions")])
+def test_judges_that_differ_in_what_they_send_are_two_judges(other):
+    assert [s.name for s in J.validate_judges([_judge("a"), _judge("b", **other)])] == ["a", "b"]
+
+
+def test_the_same_calls_on_two_endpoints_warn_that_a_shared_cache_replays_one_for_the_other():
+    with pytest.warns(UserWarning, match=r"judges 'a' \(http://x:8080/v1\) and 'b' \(http://y:8080/v1\) send "
+                                         r"identical calls.*not where"):
+        J.validate_judges([_judge("a"), _judge("b", base_url="http://y:8080/v1")])
+
+
+def test_the_demo_judges_stay_valid():
+    import warnings
+    from pathlib import Path
+
+    import yaml
+    files = sorted((Path(__file__).resolve().parents[1] / "params" / "demo").glob("*.yaml"))
+    panels = [yaml.safe_load(f.read_text()).get("judges") for f in files]
+    panels = [p for p in panels if p]
+    assert len(panels) >= 4
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for judges in panels:
+            specs = J.validate_judges(judges, temperature=0.0, max_tokens=512)
+            assert {s.name for s in specs} == {"smollm2-strict", "smollm2-sampled"}
+
+
+# ----------------------------------------------------------------------------- judged n of N, flagged
+@pytest.mark.parametrize("abstained, flagged", [(0, False), (2, False), (3, True), (10, True)])
+def test_judge_counts_show_judged_n_of_n_and_flag_above_the_threshold(abstained, flagged):
+    assert J.ABSTENTION_FLAG_SHARE == 0.20
+    solo = [np.nan] * abstained + [1.0] * (10 - abstained)
+    df = votes_df(solo=solo, other=[0.0] * 10)
+    counts = J.judge_counts(df, ["solo", "other"])
+    assert counts["judged"]["solo"] == {"n": 10 - abstained, "of": 10, "abstained": abstained,
+                                        "share_abstained": abstained / 10, "flagged": flagged}
+    assert counts["judged"]["other"]["flagged"] is False and counts["abstention_threshold"] == 0.20
+    assert counts["flagged"] == (["solo"] if flagged else []) and counts["panel_flagged"] is flagged
+    note = f"judge solo judged {10 - abstained} of 10 items (abstained on {abstained / 10:.0%})"
+    assert (note in counts["abstention_note"]) is flagged
+    metrics = J.judge_metrics(df, ["solo", "other"], n_boot=50)
+    assert (note in metrics["llm_as_judge_solo"].get("note", "")) is flagged
+    assert (note in metrics["judge_voting"].get("note", "")) is flagged
+    assert "note" not in metrics["llm_as_judge_other"]
+    single = J.judge_metrics(votes_df(solo=solo), ["solo"], n_boot=50)["llm_as_judge"]
+    assert single["n"] == 10 - abstained and (note in single.get("note", "")) is flagged
