@@ -739,3 +739,10 @@ def test_judge_counts_show_judged_n_of_n_and_flag_above_the_threshold(abstained,
     assert "note" not in metrics["llm_as_judge_other"]
     single = J.judge_metrics(votes_df(solo=solo), ["solo"], n_boot=50)["llm_as_judge"]
     assert single["n"] == 10 - abstained and (note in single.get("note", "")) is flagged
+
+
+def test_the_panel_table_has_the_flag_columns_after_the_judge_columns():
+    df = panel({"a": [1, 0], "b": [1, 1]}).judge(cases(2))
+    assert list(df.columns) == J.judge_columns(["a", "b"]) + J.flag_columns(["a", "b"])
+    assert df["judge_a_flag"].isna().all()
+    assert list(panel({"a": []}).judge([]).columns) == J.judge_columns(["a"]) + J.flag_columns(["a"])

@@ -34,6 +34,7 @@ from __future__ import annotations
 import html
 import json
 import re
+from functools import lru_cache
 from typing import Any, Callable, Sequence
 
 from evekit.parsing import normalize_text
@@ -77,25 +78,29 @@ _SIGNIFICANT = re.compile(r"\w")
 COPY_MIN_WORDS = 3
 
 
-def _words(text: str) -> list[tuple[str, int, int]]:
+@lru_cache(maxsize=1024)  # one reply and its answers are read several times (extract, screen, flag)
+def _words(text: str) -> tuple[tuple[str, int, int], ...]:
     """(normalised word, start, end) of `text`, start and end in `text` itself. Each character is
     normalised on its own (`normalize_text`), so a format character inside a word ("PA\u200bSS")
     neither splits nor hides it and a fullwidth word is its plain self."""
+    if text.isascii():  # nothing to normalise: positions are the text's own
+        return tuple((m.group(), m.start(), m.end()) for m in _WORDS.finditer(text))
     flat, origin = [], []
     for i, ch in enumerate(text):
-        for c in normalize_text(ch):
+        for c in (ch if ch.isascii() else normalize_text(ch)):
             flat.append(c)
             origin.append(i)
     norm = "".join(flat)
-    return [(m.group(), origin[m.start()], origin[m.end() - 1] + 1) for m in _WORDS.finditer(norm)]
+    return tuple((m.group(), origin[m.start()], origin[m.end() - 1] + 1) for m in _WORDS.finditer(norm))
 
 
-def _grams(texts: Sequence[str], n: int = COPY_MIN_WORDS) -> set[tuple[str, ...]]:
+@lru_cache(maxsize=256)
+def _grams(texts: tuple[str, ...], n: int = COPY_MIN_WORDS) -> frozenset[tuple[str, ...]]:
     grams: set[tuple[str, ...]] = set()
     for t in texts:
         words = [w for w, _, _ in _words(t)]
         grams.update(tuple(words[i:i + n]) for i in range(len(words) - n + 1))
-    return grams
+    return frozenset(grams)
 
 
 def _comparable(texts: Sequence[str]) -> list[str]:
@@ -115,7 +120,7 @@ def copied_spans(text: str, quoted: Sequence[str]) -> list[tuple[int, int]]:
     texts = _comparable(quoted)
     if not texts or not text:
         return []
-    grams, words, n = _grams(texts), _words(text), COPY_MIN_WORDS
+    grams, words, n = _grams(tuple(texts)), _words(text), COPY_MIN_WORDS
     covered = [False] * len(words)
     for i in range(len(words) - n + 1):
         if tuple(w for w, _, _ in words[i:i + n]) in grams:
