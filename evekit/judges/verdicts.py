@@ -40,7 +40,7 @@ from typing import Any, Callable, Sequence
 from evekit.parsing import normalize_text
 from evekit.structured import UnusableReply, json_spans
 
-__all__ = ["UnusableReply", "quoted_spans", "copied_spans", "all_copied", "unquoted", "own_text", "first_json_with",
+__all__ = ["UnusableReply", "quoted_spans", "copied_spans", "all_copied", "unquoted", "first_json_with",
            "placeholder_reason", "repeated_reason", "answers_json", "copied_note", "verdict_value", "stated_verdict", "stated_winner",
            "claimed_side", "screen_pointwise", "screen_pairwise", "pointwise_flag",
            "pairwise_flag", "abstention_reason", "abstention_reasons", "reasons_text", "REPEATED",
@@ -150,12 +150,6 @@ def _blank(text: str, spans: list[tuple[int, int]]) -> str:
 def unquoted(text: str) -> str:
     """`text` with its quoted and tagged regions blanked out (same length, so positions hold)."""
     return _blank(text, quoted_spans(text))
-
-
-def own_text(text: str, quoted: Sequence[str] = ()) -> str:
-    """`text` as the judge's own words: quoted and tagged regions and material copied from the
-    answers under judgement (`quoted`) blanked out (same length, so positions hold)."""
-    return _blank(text, quoted_spans(text) + copied_spans(text, quoted))
 
 
 def all_copied(text: str, quoted: Sequence[str]) -> bool:
