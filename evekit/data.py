@@ -20,6 +20,7 @@ from unittest import mock
 from urllib.parse import urlparse
 
 from evekit.errors import DataError, RowError
+from evekit.parsing import normalize_text
 from evekit.paths import REPO_ROOT
 
 __all__ = [
@@ -525,7 +526,11 @@ def apply_column_mapping(
 # Helpers used by tasks' prepare functions -------------------------------------------------
 
 def choices_of(row: Row, column: str = "Choices") -> tuple[list[str], list[str]]:
-    """(labels, texts) of a Choices value: a list of texts (labelled A, B, ...) or {label, text}."""
+    """(labels, texts) of a Choices value: a list of texts (labelled A, B, ...) or {label, text}.
+
+    `RowError` (the loader names file, row and column) for no choices, an empty text, a single
+    choice, and two choices with the same text (after Unicode normalisation, case and spacing).
+    """
     value = row.struct(column)
     if hasattr(value, "tolist") and not isinstance(value, (list, dict)):
         value = value.tolist()
@@ -550,5 +555,22 @@ def choices_of(row: Row, column: str = "Choices") -> tuple[list[str], list[str]]
         raise RowError(column, "no choices")
     if any(not t for t in texts):
         raise RowError(column, f"empty choice text for {labels[[bool(t) for t in texts].index(False)]}")
+    if len(texts) == 1:
+        raise RowError(column, f"only one choice ({labels[0]}: {_short(texts[0])}); a multiple-choice item needs "
+                               "at least two (with one, every answer is right and chance is 1.0)")
+    seen: dict[str, str] = {}
+    for label, text in zip(labels, texts):
+        key = _same_text_key(text)
+        if key in seen:
+            raise RowError(column, f"choices {seen[key]} and {label} have the same text {_short(text)}; "
+                                   "an answer naming the other one would be scored wrong. Make the texts differ "
+                                   "or drop one")
+        seen[key] = label
     return labels, texts
+
+
+def _same_text_key(text: str) -> str:
+    """What makes two choice texts the same to a reader: Unicode forms (NFKC, invisible format
+    characters), case and runs of whitespace aside."""
+    return " ".join(normalize_text(text).split()).casefold()
 

@@ -4,15 +4,19 @@ Models answer multiple-choice questions in many shapes ("B", "**B**", "B) 10 m",
 a paragraph of reasoning ending in "so the answer is B"). The parser accepts those shapes and
 refuses to guess: a stray capital in prose (the "I" of "I think", the article "A") is not an
 answer. When nothing usable is found the sample is the model's failure: it is scored wrong and
-flagged `unparsed` with the reason, never silently dropped.
+flagged `unparsed` with the reason, never silently dropped. Letters are read after Unicode
+normalisation (`normalize_text`): a fullwidth "Ｂ" or a "B" wrapped in zero-width or bidi
+control characters is the letter B.
 """
 from __future__ import annotations
 
 import re
+import unicodedata
 from typing import NamedTuple, Sequence
 
 __all__ = [
     "ParseResult",
+    "normalize_text",
     "strip_think",
     "parse_letters",
     "parse_hallucination",
@@ -36,6 +40,21 @@ class ParseResult(NamedTuple):
     @property
     def ok(self) -> bool:
         return self.reason is None
+
+
+# ---------------------------------------------------------------------------------------------
+# Unicode
+
+def normalize_text(text: str) -> str:
+    """`text` in Unicode NFKC with its format characters (category Cf: zero-width spaces and
+    joiners, bidi embeddings, overrides and isolates, the BOM, soft hyphens) removed.
+
+    NFKC folds compatibility forms into the plain ones (fullwidth "Ｂ" -> "B", "：" -> ":");
+    format characters are invisible, so a reader should never see a letter they hide or split.
+    Look-alikes from other scripts (Cyrillic "В") stay what they are: they are other letters.
+    """
+    text = unicodedata.normalize("NFKC", text)
+    return "".join(ch for ch in text if unicodedata.category(ch) != "Cf")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -193,9 +212,10 @@ def parse_letters(text: str | None, valid_labels: Sequence[str], multiple: bool)
     `valid_labels` are the item's choice labels (e.g. A-D, or A-G). `multiple` allows several
     letters (mcqa_multiple_answer); for single-answer questions several different letters make
     the answer unusable. Letters outside the choices are returned but flagged. `text` is the
-    answer (`GenerationResult.text`, `<think>` already removed by the client; see strip_think).
+    answer (`GenerationResult.text`, `<think>` already removed by the client; see strip_think),
+    read after `normalize_text`.
     """
-    answer = (text or "").strip()
+    answer = normalize_text(text or "").strip()
     valid = [str(v).strip().upper() for v in valid_labels]
     if not answer:
         return ParseResult(None, "empty response")
@@ -244,7 +264,7 @@ def parse_hallucination(text: str | None) -> ParseResult:
     letters = parse_letters(text, ["A", "B"], multiple=False)
     if letters.ok or letters.labels or letters.reason == "empty response":
         return letters
-    answer = (text or "").strip()
+    answer = normalize_text(text or "").strip()
     best: tuple[int, int, str] | None = None
     for pattern, label in _VERDICTS:
         m = pattern.search(answer)

@@ -38,17 +38,20 @@ class UnusableReply(ValueError):
 
 
 class JsonAnswer(NamedTuple):
-    """One answer of `ask_json`; unpacks as `(parsed, raw, method, error)`.
+    """One answer of `ask_json`; unpacks as `(parsed, raw, method, error, flag)`.
 
     `parsed` is the validated dict (None when unusable); `raw` is the model's last reply as the
     server sent it (None when no reply came back); `method` is the structured-output method of
-    the last call; `error` says why `parsed` is None (infrastructure failure or unusable reply).
+    the last call; `error` says why `parsed` is None (infrastructure failure or unusable reply);
+    `flag` is a note on a usable answer that its caller wants seen (a judge whose rationale
+    states the other verdict), None otherwise: it never makes the answer unusable.
     """
 
     parsed: dict[str, Any] | None
     raw: str | None
     method: str
     error: str | None
+    flag: str | None = None
 
 
 # Which method worked, per client object (so each judge pays for the probing only once).
@@ -140,12 +143,20 @@ def _coerce(obj: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-Screen = Callable[[dict[str, Any], str], "str | None"]
+Screen = Callable[..., "str | None"]
+
+
+def _with_quoted(fn: Callable[..., Any], quoted: Sequence[str] | None) -> Callable[[Any], Any]:
+    """`fn` with the item's `quoted` texts as its last argument, or `fn` itself without them."""
+    if quoted is None:
+        return fn
+    return lambda *args: fn(*args, quoted)
 
 
 def _check(obj: dict[str, Any] | None, schema: dict[str, Any],
            normalize: Callable[[dict[str, Any]], dict[str, Any]] | None,
-           method: str, screen: Screen | None = None, text: str = "") -> tuple[dict | None, str | None]:
+           method: str, screen: Callable[..., "str | None"] | None = None,
+           text: str = "") -> tuple[dict | None, str | None]:
     if obj is None:
         return None, "no JSON object in the reply" if method != "text" else "nothing usable in the reply"
     if normalize is not None:
@@ -174,7 +185,8 @@ class _Attempt(NamedTuple):
 def _interpret(res: GenerationResult, method: str, schema: dict[str, Any],
                text_parser: Callable[[str], dict | None],
                normalize: Callable[[dict], dict] | None,
-               extract: Callable[[str], dict | None] = extract_json, screen: Screen | None = None) -> _Attempt:
+               extract: Callable[[str], dict | None] = extract_json,
+               screen: Callable[[dict, str], "str | None"] | None = None) -> _Attempt:
     if res.failed:
         return _Attempt(JsonAnswer(None, None, method, f"call failed ({method}): {res.error}"), True,
                         recorded=res.cached and not res.rejected)
@@ -225,9 +237,10 @@ def ask_json(
     api: str = "chat",
     desc: str = "",
     max_probe: int = 3,
-    extract: Callable[[str], dict[str, Any] | None] | None = None,
+    extract: Callable[..., dict[str, Any] | None] | None = None,
     screen: Screen | None = None,
     request_schema: dict[str, Any] | None = None,
+    quoted: Sequence[Sequence[str]] | None = None,
 ) -> list[JsonAnswer]:
     """Ask a model for one JSON object per conversation, whatever structured output it supports.
 
@@ -264,6 +277,10 @@ def ask_json(
     `request_schema` is the schema the JSON methods send (default: `schema`), for a bound the
     server's grammar should enforce but a reply need not meet (a justification's `maxLength`).
 
+    `quoted[i]` (optional) are texts item i's reply may quote or repeat but must not state as its
+    own (a judge's answers under judgement): `text_parser`, `extract` and `screen` then get them
+    as their last argument (`text_parser(reply, quoted)`, `screen(parsed, reply, quoted)`).
+
     `api="completions"` sends the messages joined into one prompt and uses only "text".
     """
     msgs = [tuple(dict(m) for m in conv) for conv in messages]
@@ -274,8 +291,10 @@ def ask_json(
     chain = tuple(methods) if api == "chat" else ("text",)
     if not chain:
         raise ValueError("ask_json needs at least one method")
-    parser = text_parser or extract_json
-    extractor = extract or extract_json
+    if quoted is not None and len(quoted) != len(msgs):
+        raise ValueError(f"ask_json: {len(quoted)} quoted entries for {len(msgs)} conversations")
+    parser = text_parser or (lambda text, *_: extract_json(text))
+    extractor = extract or (lambda text, *_: extract_json(text))
     keys = ", ".join(f'"{k}"' for k in schema.get("properties", {}))
 
     def call(idxs: list[int], method: str, extra: dict[int, tuple[dict, ...]] | None = None) -> dict[int, _Attempt]:
@@ -290,8 +309,12 @@ def ask_json(
                 reqs.append(GenerationRequest(prompt=_to_prompt(conv), temperature=temperature,
                                               max_tokens=max_tokens))
         results = client.generate(reqs, desc=desc or f"{name} ({method})")
-        return {i: _interpret(r, method, schema, parser, normalize, extractor, screen)
-                for i, r in zip(idxs, results)}
+        out = {}
+        for i, r in zip(idxs, results):
+            q = None if quoted is None else list(quoted[i])
+            out[i] = _interpret(r, method, schema, _with_quoted(parser, q), normalize, _with_quoted(extractor, q),
+                                None if screen is None else _with_quoted(screen, q))
+        return out
 
     def remind(attempts: dict[int, _Attempt], method: str) -> dict[int, _Attempt]:
         bad = [i for i, a in attempts.items() if a.answer.parsed is None and not a.infra]

@@ -192,6 +192,16 @@ def test_null_value_in_one_row(tmp_path, cache):
         ("mcqa_multiple_answer", {"Answers": ["A", "F"]}, "Answers", "'F' not among the choices A-E"),
         ("mcqa_multiple_answer", {"Choices": {"label": [], "text": []}}, "Choices", "no choices"),
         ("mcqa_multiple_answer", {"Choices": {"label": ["A", "B"], "text": ["x"]}}, "Choices", "2 labels but 1 texts"),
+        # issue 24: one choice (chance 1.0) and two choices with one text (the second scored wrong)
+        ("mcqa_single_answer", {"Choices": ["10 m"], "Answer": "A"}, "Choices", "only one choice (A: '10 m')"),
+        ("mcqa_single_answer", {"Choices": ["10 m", "20 m", "10 m", "60 m"]}, "Choices",
+         "choices A and C have the same text '10 m'"),
+        ("mcqa_single_answer", {"Choices": ["10 m", "20 m", " 10  M", "60 m"]}, "Choices", "choices A and C"),
+        ("mcqa_single_answer", {"Choices": ["Ｂ4", "B4\u200b", "B8", "B2"]}, "Choices", "choices A and B"),
+        ("mcqa_multiple_answer", {"Choices": {"label": ["A"], "text": ["B2"]}, "Answers": ["A"]}, "Choices",
+         "only one choice"),
+        ("mcqa_multiple_answer", {"Choices": {"label": ["A", "B", "C"], "text": ["B2", "B5", "B2"]}}, "Choices",
+         "choices A and C have the same text 'B2'"),
     ],
 )
 def test_bad_mcqa_rows(tmp_path, cache, task, change, column, words):

@@ -188,8 +188,8 @@ def test_fallback_to_plain_text_parsing():
     assert [a.parsed["verdict"] for a in out] == [1, 0, 0, 1]
     assert all(a.method == "text" and a.error is None for a in out)
     assert out[0].raw == replies["q0"]
-    parsed, raw, method, error = out[1]  # unpacks like the agreed tuple
-    assert (parsed["verdict"], method, error) == (0, "text", None)
+    parsed, raw, method, error, flag = out[1]  # unpacks like the agreed tuple (flag: a note, None here)
+    assert (parsed["verdict"], method, error, flag) == (0, "text", None, None)
 
 
 def test_server_ignoring_json_mode_still_parsed_by_json_extraction():
@@ -253,7 +253,7 @@ def test_endpoint_error_makes_the_judge_abstain_with_a_warning():
             raise EndpointError("judge model 'm' not found at http://x/v1 (HTTP 404)")
 
     p = JudgePanel([{"name": "ok", "model": "m", "base_url": "http://x/v1"},
-                    {"name": "down", "model": "m", "base_url": "http://x/v1"}], "fact_check",
+                    {"name": "down", "model": "m2", "base_url": "http://x/v1"}], "fact_check",
                    clients={"ok": ScriptedClient(verdicts={"q0": 1, "q1": 0}), "down": Down()})
     with pytest.warns(UserWarning, match="'down' is unusable"):
         df = p.judge(cases(2))
@@ -571,7 +571,7 @@ def test_a_judge_entry_may_set_its_own_concurrency(tmp_path):
     from evekit.judges import JudgePanel
 
     judges = [{"name": "slow", "model": "m", "base_url": "http://127.0.0.1:9/v1", "concurrency": 2},
-              {"name": "fast", "model": "m", "base_url": "http://127.0.0.1:9/v1"}]
+              {"name": "fast", "model": "m2", "base_url": "http://127.0.0.1:9/v1"}]
     panel = JudgePanel(judges, "fact_check", concurrency=8, cache_dir=tmp_path, progress=False)
     assert panel.clients["slow"].concurrency == 2 and panel.clients["fast"].concurrency == 8
 
@@ -662,3 +662,87 @@ def test_a_reasoning_max_chars_that_is_not_a_positive_integer_is_a_parameter_err
     spec = {"name": "j", "model": "m", "base_url": "http://x/v1", "api_key_env": None, "reasoning_max_chars": bad}
     with pytest.raises(ParameterError, match="judge 'j': reasoning_max_chars must be a positive integer"):
         J.validate_judges([spec])
+
+
+# ----------------------------------------------------------------------------- duplicate judges (issue 24)
+def _judge(name, **kw):
+    return {"name": name, "model": "m", "base_url": "http://x:8080/v1", "api_key_env": None, **kw}
+
+
+@pytest.mark.parametrize("first, second", [
+    (_judge("a"), _judge("b")),
+    (_judge("a"), _judge("b", base_url="HTTP://X:8080/v1/")),            # the same endpoint, spelled otherwise
+    (_judge("a", temperature=0.7), _judge("b", temperature=0.7)),         # sampled: the cache still merges them
+    (_judge("a", max_tokens=192, reasoning_max_chars=300), _judge("b", max_tokens=192, reasoning_max_chars=300)),
+    (_judge("a", concurrency=2), _judge("b", api_key_env="OTHER_KEY")),  # neither changes the reply
+])
+def test_the_same_judge_under_two_names_is_refused_naming_both_and_the_fix(first, second):
+    from evekit.errors import ParameterError
+    with pytest.raises(ParameterError, match=r"judges 'a' and 'b' are the same judge: model 'm'.*"
+                                             r"one reply\s+would count as two votes.*another temperature, model"):
+        J.validate_judges([first, second, _judge("c", model="other")])
+
+
+def test_a_judge_using_the_run_default_equals_one_setting_it_explicitly_in_the_panel():
+    from evekit.errors import ParameterError
+    from evekit.types import JUDGE_MAX_TOKENS
+    pair = [_judge("a"), _judge("b", temperature=0.0, max_tokens=JUDGE_MAX_TOKENS)]
+    J.validate_judges(pair)  # the run's defaults are not known here: not refused
+    with pytest.raises(ParameterError, match="'a' and 'b' are the same judge"):
+        JudgePanel(pair, "fact_check", clients={"a": ScriptedClient(), "b": ScriptedClient()})
+
+
+@pytest.mark.parametrize("other", [dict(temperature=0.7), dict(model="m2"), dict(max_tokens=64),
+                                   dict(reasoning_max_chars=100), dict(api="completions")])
+def test_judges_that_differ_in_what_they_send_are_two_judges(other):
+    assert [s.name for s in J.validate_judges([_judge("a"), _judge("b", **other)])] == ["a", "b"]
+
+
+def test_the_same_calls_on_two_endpoints_warn_that_a_shared_cache_replays_one_for_the_other():
+    with pytest.warns(UserWarning, match=r"judges 'a' \(http://x:8080/v1\) and 'b' \(http://y:8080/v1\) send "
+                                         r"identical calls.*not where"):
+        J.validate_judges([_judge("a"), _judge("b", base_url="http://y:8080/v1")])
+
+
+def test_the_demo_judges_stay_valid():
+    import warnings
+    from pathlib import Path
+
+    import yaml
+    files = sorted((Path(__file__).resolve().parents[1] / "params" / "demo").glob("*.yaml"))
+    panels = [yaml.safe_load(f.read_text()).get("judges") for f in files]
+    panels = [p for p in panels if p]
+    assert len(panels) >= 4
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for judges in panels:
+            specs = J.validate_judges(judges, temperature=0.0, max_tokens=512)
+            assert {s.name for s in specs} == {"smollm2-strict", "smollm2-sampled"}
+
+
+# ----------------------------------------------------------------------------- judged n of N, flagged
+@pytest.mark.parametrize("abstained, flagged", [(0, False), (2, False), (3, True), (10, True)])
+def test_judge_counts_show_judged_n_of_n_and_flag_above_the_threshold(abstained, flagged):
+    assert J.ABSTENTION_FLAG_SHARE == 0.20
+    solo = [np.nan] * abstained + [1.0] * (10 - abstained)
+    df = votes_df(solo=solo, other=[0.0] * 10)
+    counts = J.judge_counts(df, ["solo", "other"])
+    assert counts["judged"]["solo"] == {"n": 10 - abstained, "of": 10, "abstained": abstained,
+                                        "share_abstained": abstained / 10, "flagged": flagged}
+    assert counts["judged"]["other"]["flagged"] is False and counts["abstention_threshold"] == 0.20
+    assert counts["flagged"] == (["solo"] if flagged else []) and counts["panel_flagged"] is flagged
+    note = f"judge solo judged {10 - abstained} of 10 items (abstained on {abstained / 10:.0%})"
+    assert (note in counts["abstention_note"]) is flagged
+    metrics = J.judge_metrics(df, ["solo", "other"], n_boot=50)
+    assert (note in metrics["llm_as_judge_solo"].get("note", "")) is flagged
+    assert (note in metrics["judge_voting"].get("note", "")) is flagged
+    assert "note" not in metrics["llm_as_judge_other"]
+    single = J.judge_metrics(votes_df(solo=solo), ["solo"], n_boot=50)["llm_as_judge"]
+    assert single["n"] == 10 - abstained and (note in single.get("note", "")) is flagged
+
+
+def test_the_panel_table_has_the_flag_columns_after_the_judge_columns():
+    df = panel({"a": [1, 0], "b": [1, 1]}).judge(cases(2))
+    assert list(df.columns) == J.judge_columns(["a", "b"]) + J.flag_columns(["a", "b"])
+    assert df["judge_a_flag"].isna().all()
+    assert list(panel({"a": []}).judge([]).columns) == J.judge_columns(["a"]) + J.flag_columns(["a"])

@@ -35,7 +35,7 @@ CASES = [
 def test_embedded_model_as_two_judges(embedded_server, tmp_path):
     pytest.importorskip("evekit.client")
     judges = [{"name": "small_a", "model": MODEL, "base_url": embedded_server},
-              {"name": "small_b", "model": MODEL, "base_url": embedded_server}]
+              {"name": "small_b", "model": MODEL, "base_url": embedded_server, "temperature": 0.7}]
     panel = JudgePanel(judges, "fact_check", cache_dir=tmp_path / "cache", max_retries=1, timeout=120,
                        max_tokens=96, concurrency=2, progress=False)
     df = panel.judge(CASES)
@@ -69,7 +69,7 @@ def test_embedded_model_as_two_judges(embedded_server, tmp_path):
     assert replay[columns].equals(df[columns])
     counts = J.judge_counts(df, ["small_a", "small_b"])
     assert counts["n_judge_failed"] == int(df["judge_failed"].sum())
-    # Two identical judges on one cache: each call is paid once, the other judge gets it from the cache.
+    # Two judges (two identical ones are refused: one reply would be two votes), each call paid once.
     assert panel.usage.requests + panel.usage.cache_hits >= 2 * len(CASES)
     print(df[["judge_small_a", "judge_small_a_method", "judge_small_a_error",
               "judge_small_b", "judge_small_b_error", "judge_voting"]].to_string())

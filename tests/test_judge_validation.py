@@ -320,9 +320,9 @@ def test_win_rate_judge_table_shows_abstention_reasons_and_pairwise_trust(tmp_pa
                              judges=W.judges("j1", "j2"), output_dir=str(tmp_path / "out"),
                              judge_validation=str(validation), both_orders=False)
 
-    def decide(name, seen):  # j1 says "A is better" and names B: not a verdict
+    def decide(name, seen):  # j1 copies the template: not a verdict
         if name == "j1":
-            return json.dumps({"rationale": "A is better, it is correct.", "winner": "B"})
+            return json.dumps({"rationale": "<one or two sentences>", "winner": "B"})
         return W.by_quality(name, seen)
 
     run = wr.WinRateRun(cfg, clients=W.Scripted(decide).clients(["j1", "j2"]))
@@ -331,11 +331,11 @@ def test_win_rate_judge_table_shows_abstention_reasons_and_pairwise_trust(tmp_pa
     table = run.judge()
     out = capsys.readouterr().out
     assert table.loc["j1", "abstained"] == 4 and table.loc["j2", "abstained"] == 0
-    assert table.loc["j1", "abstention reasons"] == "rationale names the other side: 4"
+    assert table.loc["j1", "abstention reasons"] == "copied the template: 4"
     assert table.loc["j2", "validated accuracy [95% CI]"].startswith("100% [") and table.loc["j2", "validated kappa"] == "1.00"
     assert "judge 'j1': kappa against the expert labels is" in out
     metrics = json.loads((run.save()[0] / "metrics.json").read_text())
-    assert metrics["abstention_reasons"]["j1"] == {"rationale names the other side": 4}
+    assert metrics["abstention_reasons"]["j1"] == {"copied the template": 4}
     with pytest.raises(ParameterError, match="judge_validation: file not found"):
         wr.validate_params(task="open_ended", model_a=[{"name": "a", "file": str(fa)}], model_b=[{"name": "b", "file": str(fb)}],
                            judges=W.judges("j1"), judge_validation=str(tmp_path / "nope.json"))

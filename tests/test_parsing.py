@@ -194,3 +194,44 @@ def test_letters_mixed_with_choice_text_are_unparsed_with_a_clear_reason(text, r
     result = parse_letters(text, list("ABCDEFG"), multiple=True)
     assert result.labels is None
     assert result.reason == f"letters mixed with other text ({rest!r}); expected letters only"
+
+
+# ---------------------------------------------------------------------------------------------
+# Unicode (issue 24): letters are read after NFKC, format characters removed
+
+@pytest.mark.parametrize("text", [
+    "\u200bB",                 # zero-width space
+    "B\u200b",
+    "\ufeffB",                 # byte-order mark
+    "Ｂ",                      # fullwidth
+    "ｂ",
+    "\u202bB\u202c",           # right-to-left embedding ... pop
+    "\u2067B\u2069",           # right-to-left isolate ... pop isolate
+    "\u200eB\u200f",           # left-to-right / right-to-left marks
+    "Answer: \u2066Ｂ\u2069",
+    "**Ｂ**",
+    "The answer is B\u200d.",  # zero-width joiner
+    "Ｂ）１０ ｍ",               # fullwidth bracket and digits
+])
+def test_letters_hidden_in_unicode_forms_are_read(text):
+    result = parse_letters(text, ABCD, multiple=False)
+    assert result.ok and result.labels == ["B"], result
+
+
+def test_several_unicode_letters_and_a_hallucination_verdict():
+    assert parse_letters("Ａ, \u200bＣ", ABCD, multiple=True).labels == ["A", "C"]
+    assert parse_hallucination("\u202bＡ\u202c").labels == ["A"]
+    assert parse_hallucination("ｎｏ").labels == ["B"]
+
+
+@pytest.mark.parametrize("text", ["\u0412", "\u0412.", "\u200b", "\u202e\u202c"])
+def test_look_alikes_from_other_scripts_and_invisible_text_are_not_letters(text):
+    # Cyrillic В is another letter, not B; a reply of format characters only is empty.
+    result = parse_letters(text, ABCD, multiple=False)
+    assert not result.ok and result.labels is None
+
+
+def test_normalize_text():
+    from evekit.parsing import normalize_text
+    assert normalize_text("Ｂ\u200b\u202b：１\u00ad") == "B:1"
+    assert normalize_text("\u0412") == "\u0412"

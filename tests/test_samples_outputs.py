@@ -133,7 +133,7 @@ def test_worst_says_so_when_nothing_fails(tmp_path, monkeypatch, capsys):
 def test_worst_of_a_judged_task_shows_the_judges_rationales(tmp_path, monkeypatch, capsys):
     data = tmp_path / "open.jsonl"
     data.write_text("".join(json.dumps({"Question": f"q{i}?", "Answer": f"ref {i}"}) + "\n" for i in range(4)))
-    judges = [{"name": n, "model": "judge-model", "base_url": "http://127.0.0.1:9/v1"} for n in ("j1", "j2")]
+    judges = [{"name": n, "model": f"judge-model-{n}", "base_url": "http://127.0.0.1:9/v1"} for n in ("j1", "j2")]
     run = TaskRun.from_notebook({"task": "open_ended", "model_name": MODEL, "base_url": "http://127.0.0.1:9/v1",
                                  "dataset": str(data), "cache_dir": str(tmp_path / "cache"), "num_fewshot": 0,
                                  "output_dir": str(tmp_path / "out"), "run_name": "t", "judges": judges})

@@ -117,7 +117,7 @@ def _open_run(monkeypatch, tmp_path, answers: dict[str, str], judge_names=("j1",
     data = tmp_path / "open.jsonl"
     data.write_text("".join(json.dumps({"Question": q, "Answer": f"ref {i}", "topic": "ab"[i % 2]}) + "\n"
                             for i, q in enumerate(answers)))
-    judges = [{"name": n, "model": "judge-model", "base_url": "http://127.0.0.1:9/v1"} for n in judge_names]
+    judges = [{"name": n, "model": f"judge-model-{n}", "base_url": "http://127.0.0.1:9/v1"} for n in judge_names]
     run = TaskRun.from_notebook({"task": "open_ended", "model_name": MODEL, "base_url": "http://127.0.0.1:9/v1",
                                  "dataset": str(data), "cache_dir": str(tmp_path / "cache"), "num_fewshot": 0,
                                  "output_dir": str(tmp_path / "out"), "run_name": "t", "judges": judges,

@@ -333,3 +333,27 @@ def test_reasoning_without_answer_is_unparsed_with_hint():
     assert df["unparsed"].all() and (df["acc"] == 0.0).all()
     assert df["reasoning"].tolist() == ["B or C... and then", "thought a lot"]
     assert all("run out of max_tokens" in r for r in df["unparsed_reason"])
+
+
+# ---------------------------------------------------------------------------- odd choices (issue 24)
+@pytest.mark.parametrize("name, row, message", [
+    ("mcqa_single_answer", {"question": "Band?", "choices": ["B4"], "answer": "A"}, "only one choice"),
+    ("mcqa_single_answer", {"Question": "Band?", "Choices": ["B4", "B8", "b4"], "Answer": "A"},
+     "choices A and C have the same text"),
+    ("mcqa_multiple_answer", {"Question": "Bands?", "Answers": ["A"],
+                              "Choices": {"label": ["A", "B"], "text": ["B4", "B4"]}}, "choices A and B"),
+])
+def test_prepare_refuses_one_choice_and_repeated_choice_texts(name, row, message):
+    from evekit.errors import DataError
+
+    with pytest.raises(DataError) as err:
+        items_from_rows(get_task(name), [row], "odd.jsonl")
+    assert f"odd.jsonl: 1 of 1 rows cannot be used for task {name}" in str(err.value)
+    assert "row 0 (0-based), column 'Choices'" in str(err.value)
+    assert message in str(err.value)
+
+
+def test_two_distinct_choices_are_enough():
+    (item,) = items_from_rows(get_task("mcqa_single_answer"), [{"Question": "Q?", "Choices": ["x", "y"],
+                                                                 "Answer": "B"}], "ok.jsonl")
+    assert item.fields["labels"] == ["A", "B"] and item.target == "B"

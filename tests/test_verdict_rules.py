@@ -1,5 +1,7 @@
-"""Verdict rules (issue 14): replies that are not verdicts are read by the strict rule or abstain,
-never PASS. Each reply quoted in the issue is here, through the real panel and structured chain."""
+"""Verdict rules (issues 14 and 24): replies that are not verdicts are read by the strict rule or
+abstain, never PASS; a verdict in the requested field stands whatever its rationale says (a
+contradiction is flagged, not discarded). Each reply quoted in the issues is here, through the real
+panel and structured chain. tests/test_injection.py attacks the rules from the answer's side."""
 from __future__ import annotations
 
 import json
@@ -58,14 +60,15 @@ def test_pairwise_template_copy_abstains():
 
 
 # ----------------------------------------------------------------------------- rationale vs verdict
-@pytest.mark.parametrize("reply", [
-    '{"rationale": "A is better: it gives the 786 km of the reference.", "winner": "B"}',
-    '{"rationale": "Answer A is more accurate than answer B.", "winner": "tie"}',
-    '{"rationale": "I prefer B, A gives the Landsat altitude.", "winner": "A"}',
+@pytest.mark.parametrize("reply, winner, side", [
+    ('{"rationale": "A is better: it gives the 786 km of the reference.", "winner": "B"}', "B", "A"),
+    ('{"rationale": "Answer A is more accurate than answer B.", "winner": "tie"}', "tie", "A"),
+    ('{"rationale": "I prefer B, A gives the Landsat altitude.", "winner": "A"}', "A", "B"),
 ])
-def test_a_rationale_naming_the_other_side_abstains(reply):
-    row, _ = judge_once(reply, kind="pairwise")
-    assert row["judge_j"] is None and "rationale says" in row["judge_j_error"]
+def test_a_rationale_naming_the_other_side_keeps_its_winner_and_is_flagged(reply, winner, side):
+    row, calls = judge_once(reply, kind="pairwise")
+    assert row["judge_j"] == winner and row["judge_j_error"] is None and len(calls) == 1  # no reminder
+    assert f"the rationale says {side} is better" in row["judge_j_flag"]
 
 
 @pytest.mark.parametrize("reply, winner", [
@@ -75,12 +78,26 @@ def test_a_rationale_naming_the_other_side_abstains(reply):
 ])
 def test_a_rationale_agreeing_with_its_winner_is_read(reply, winner):
     row, _ = judge_once(reply, kind="pairwise")
-    assert row["judge_j"] == winner and row["judge_j_error"] is None
+    assert row["judge_j"] == winner and row["judge_j_error"] is None and row["judge_j_flag"] is None
 
 
-def test_a_reasoning_stating_the_other_verdict_abstains():
-    row, _ = judge_once('{"reasoning": "Every fact matches the reference: PASS.", "verdict": 0}')
-    assert abstained(row) and "reasoning states PASS but the verdict is 0" in row["judge_j_error"]
+def test_a_reasoning_stating_the_other_verdict_keeps_its_verdict_and_is_flagged():
+    row, calls = judge_once('{"reasoning": "Every fact matches the reference: PASS.", "verdict": 0}')
+    assert row["judge_j"] == 0.0 and row["judge_j_error"] is None and len(calls) == 1
+    assert "reasoning states PASS but the verdict is 0" in row["judge_j_flag"]
+    counts = J.judge_counts(JudgePanel(JUDGE, "fact_check").frame({"j": [S.JsonAnswer(
+        {"reasoning": "PASS", "verdict": 0}, "", "json_object", None, "the reasoning states PASS")]}), ["j"])
+    assert counts["flags"] == {"j": 1} and counts["judged"]["j"]["n"] == 1  # counted, still judged
+
+
+@pytest.mark.parametrize("reasoning", [
+    "The answer's own verdict 1 claim is false.",                       # issue 24
+    "The answer only asks for a PASS verdict and gives no altitude.",
+    "It tells the judge to output PASS; 705 km contradicts 786 km.",
+])
+def test_a_reasoning_naming_the_answers_claim_is_no_contradiction(reasoning):
+    row, _ = judge_once(json.dumps({"reasoning": reasoning, "verdict": 0}))
+    assert row["judge_j"] == 0.0 and row["judge_j_error"] is None and row["judge_j_flag"] is None
 
 
 # ----------------------------------------------------------------------------- quoted verdicts
@@ -137,10 +154,9 @@ def test_helpers_blank_quotations_but_keep_json_keys():
 
 
 def test_every_issue_reply_is_never_pass():
-    """The four replies of the issue: read correctly (FAIL) or abstain, never PASS."""
+    """The replies of issue 14: read correctly (FAIL) or abstain, never PASS."""
     for reply, kind, method in ((TEMPLATE, "fact_check", "json_object"), (QUOTED_AFTER, "fact_check", "json_object"),
-                                (FAIL_THEN_PASS, "fact_check", "text"),
-                                ('{"rationale": "A is better.", "winner": "B"}', "pairwise", "json_object")):
+                                (FAIL_THEN_PASS, "fact_check", "text")):
         row, _ = judge_once(reply, kind=kind, method=method)
-        assert row["judge_j"] not in (1.0, "B"), (reply, row["judge_j"])
+        assert row["judge_j"] != 1.0, (reply, row["judge_j"])
     assert json.loads(TEMPLATE)["verdict"] == 1  # the copied template would have been a PASS

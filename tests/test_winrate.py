@@ -102,7 +102,7 @@ def always_first(_judge, _seen):
 
 
 def judges(*names):
-    return [{"name": n, "model": "scripted", "base_url": "http://127.0.0.1:9/v1"} for n in names]
+    return [{"name": n, "model": f"scripted-{n}", "base_url": "http://127.0.0.1:9/v1"} for n in names]
 
 
 def judge(comp, names, ask: Scripted, *, seed: int, both_orders: bool = False) -> pd.DataFrame:

@@ -15,7 +15,12 @@ from evekit.judges.voting import add_vote_columns
 from evekit.stats import cohen_kappa, fleiss_kappa, interval
 
 __all__ = ["judge_names_in", "fleiss_kappa", "cohen_kappa", "agreement_matrix", "cohen_kappa_matrix",
-           "pairwise_agreement", "kappa_note", "judge_metrics", "judge_counts", "PAIRWISE_COLUMNS"]
+           "pairwise_agreement", "kappa_note", "judge_metrics", "judge_counts", "judged_counts", "abstention_note",
+           "PAIRWISE_COLUMNS", "ABSTENTION_FLAG_SHARE"]
+
+# A judge that abstains on more than this share of the items it was asked about is flagged: its
+# score rests on the items it chose to judge, which an answer can steer (issue 24).
+ABSTENTION_FLAG_SHARE = 0.20
 
 
 def judge_names_in(df: pd.DataFrame) -> list[str]:
@@ -137,6 +142,33 @@ def _fleiss_note(votes: np.ndarray, names: Sequence[str], ci: dict[str, Any]) ->
     return "; ".join(notes)
 
 
+def judged_counts(df: pd.DataFrame, judge_names: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """Per judge: {"n": items it gave a verdict on, "of": items it was asked about (every row of
+    `df`), "abstained", "share_abstained", "flagged": share_abstained > ABSTENTION_FLAG_SHARE}.
+    "Judged n of N" is what a report shows beside the judge's score."""
+    m = _votes_matrix(df, judge_names)
+    total = int(len(df))
+    out = {}
+    for k, name in enumerate(judge_names):
+        abstained = int(np.isnan(m[:, k]).sum())
+        share = abstained / total if total else 0.0
+        out[name] = {"n": total - abstained, "of": total, "abstained": abstained, "share_abstained": share,
+                     "flagged": share > ABSTENTION_FLAG_SHARE}
+    return out
+
+
+def abstention_note(judged: dict[str, dict[str, Any]]) -> str:
+    """'judge j2 judged 6 of 10 items (abstained on 40%, more than 20%): ...' for the flagged
+    judges of `judged_counts`, "" when none is flagged."""
+    flagged = [(n, c) for n, c in judged.items() if c["flagged"]]
+    if not flagged:
+        return ""
+    parts = [f"judge {n} judged {c['n']} of {c['of']} items (abstained on {c['share_abstained']:.0%})"
+             for n, c in flagged]
+    return (f"{'; '.join(parts)}: more than {ABSTENTION_FLAG_SHARE:.0%} abstentions, so the score rests on "
+            "the items that judge chose to judge (see the abstention reasons)")
+
+
 def judge_metrics(df: pd.DataFrame, judge_names: Sequence[str], *, seed: int = 0,
                   n_boot: int = 1000) -> dict[str, dict]:
     """Run-level judge metrics, each {"value", "ci_low", "ci_high", "n", "method"} (95% interval).
@@ -149,7 +181,9 @@ def judge_metrics(df: pd.DataFrame, judge_names: Sequence[str], *, seed: int = 0
     `note` when it needs one. Abstentions are left out: `n` is the number of samples used (a
     judge's votes; samples with at least one vote for voting and average; samples every judge
     voted on for agreement, see `voting.judge_agreement`, and for Fleiss' kappa, which needs the
-    same raters on every sample). Counts of abstentions are in `judge_counts`.
+    same raters on every sample). Counts of abstentions are in `judge_counts`; a judge that
+    abstained on more than `ABSTENTION_FLAG_SHARE` of the samples gets a `note` on its
+    `llm_as_judge[_<name>]` entry and on `judge_voting` ("judged n of N ...", `abstention_note`).
     """
     names = list(judge_names)
     if not names:
@@ -159,11 +193,17 @@ def judge_metrics(df: pd.DataFrame, judge_names: Sequence[str], *, seed: int = 0
     def prop(values: Any) -> dict:
         return interval(np.asarray(values, dtype=float), "proportion")
 
+    judged = judged_counts(df, names)
+
+    def noted(entry: dict, *who: str) -> dict:
+        note = abstention_note({n: judged[n] for n in who})
+        return {**entry, "note": note} if note else entry
+
     if len(names) == 1:
-        return {"llm_as_judge": prop(m[:, 0])}
+        return {"llm_as_judge": noted(prop(m[:, 0]), names[0])}
     per = add_vote_columns(df[[f"judge_{n}" for n in names]], names)
-    out = {f"llm_as_judge_{n}": prop(m[:, k]) for k, n in enumerate(names)}
-    out["judge_voting"] = prop(per["judge_voting"])
+    out = {f"llm_as_judge_{n}": noted(prop(m[:, k]), n) for k, n in enumerate(names)}
+    out["judge_voting"] = noted(prop(per["judge_voting"]), *names)
     out["llm_as_judge_avg"] = interval(per["llm_as_judge_avg"].to_numpy(float), "graded_mean", seed=seed,
                                        n_boot=n_boot)
     out["judge_agreement"] = prop(per["judge_agreement"])
@@ -176,12 +216,22 @@ def judge_metrics(df: pd.DataFrame, judge_names: Sequence[str], *, seed: int = 0
 
 def judge_counts(df: pd.DataFrame, judge_names: Sequence[str]) -> dict[str, Any]:
     """How many verdicts are missing: {"n", "n_judge_failed" (samples without any vote),
-    "abstentions": {name: count}, "methods": {name: {method: count}}, "errors": {name: [..]}}."""
+    "abstentions": {name: count}, "judged": {name: {"n", "of", "abstained", "share_abstained",
+    "flagged"}} (`judged_counts`: "judged n of N"), "abstention_threshold" (ABSTENTION_FLAG_SHARE),
+    "flagged": [judges over it], "panel_flagged" (any judge flagged), "abstention_note" (the
+    sentence to show, "" when none), "flags": {name: verdicts that stand but whose rationale states
+    the other side} (from judge_<name>_flag, when present), "methods": {name: {method: count}},
+    "errors": {name: [..]}}."""
     m = _votes_matrix(df, judge_names)
+    judged = judged_counts(df, judge_names)
+    flagged = [n for n in judge_names if judged[n]["flagged"]]
     out: dict[str, Any] = {
         "n": int(len(df)),
         "n_judge_failed": int(np.isnan(m).all(axis=1).sum()) if len(df) else 0,
         "abstentions": {n: int(np.isnan(m[:, k]).sum()) for k, n in enumerate(judge_names)},
+        "judged": judged, "abstention_threshold": ABSTENTION_FLAG_SHARE, "flagged": flagged,
+        "panel_flagged": bool(flagged), "abstention_note": abstention_note(judged),
+        "flags": {n: int(df[f"judge_{n}_flag"].notna().sum()) for n in judge_names if f"judge_{n}_flag" in df},
         "methods": {}, "errors": {},
     }
     for n in judge_names:

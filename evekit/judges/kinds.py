@@ -21,8 +21,9 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Literal, Sequence
 
-from evekit.judges.prompts import read_prompt_file, render_pairwise, render_pointwise
-from evekit.judges.verdicts import (first_json_with, screen_pairwise, screen_pointwise, stated_verdict, stated_winner,
+from evekit.judges.prompts import answers_shown, read_prompt_file, render_pairwise, render_pointwise
+from evekit.judges.verdicts import (REPEATED, all_copied, answers_json, copied_spans, first_json_with, pairwise_flag,
+                                    pointwise_flag, screen_pairwise, screen_pointwise, stated_verdict, stated_winner,
                                     unquoted, verdict_value)
 from evekit.judges.voting import majority_vote, vote
 from evekit.structured import UnusableReply, extract_json
@@ -55,39 +56,55 @@ JUDGE_REMINDER = (
 _TRAILING_DIGIT = re.compile(r"(?:^|[\s:>(\[\"'*])([01])[\s.)\]\"'*]*$")
 
 
-def extract_verdict_json(text: str) -> dict[str, Any] | None:
+def extract_verdict_json(text: str, quoted: Sequence[str] = ()) -> dict[str, Any] | None:
     """The reply's JSON for the JSON methods: the first object with "verdict" the judge states
-    itself (`verdicts.first_json_with`), else the generic extraction (so the schema names what is
-    missing)."""
-    return first_json_with(text, "verdict") or extract_json(text)
+    itself (`verdicts.first_json_with`; `quoted`: the answers under judgement), else the generic
+    extraction (so the schema names what is missing, and the screen what is repeated)."""
+    return first_json_with(text, "verdict", quoted) or extract_json(text)
 
 
-def parse_verdict_text(text: str) -> dict[str, Any] | None:
+def _nothing_own(text: str, quoted: Sequence[str]) -> None:
+    """Raise `UnusableReply` when every word of a prose reply is copied from the answers."""
+    if all_copied(text, quoted):
+        raise UnusableReply(f"{REPEATED}: every word of it is copied from the answer")
+
+
+def _only_theirs(text: str, key: str, quoted: Sequence[str]) -> None:
+    """Raise `UnusableReply` when the one verdict object in a prose reply is the answer's own JSON."""
+    if answers_json(text, key, quoted):
+        raise UnusableReply(f"{REPEATED}: its only verdict is the answer's own JSON")
+
+
+def parse_verdict_text(text: str, quoted: Sequence[str] = ()) -> dict[str, Any] | None:
     """Read a verdict out of a prose reply (the last step of the fallback chain), by the strict
     rule of `evekit.judges.verdicts`: the verdict stated first and explicitly, quoted or tagged
-    material ignored.
+    material and material copied from the answers under judgement (`quoted`) ignored.
 
     In order: the first JSON object with "verdict" outside quotations; a verdict the reply opens
     with ("FAIL. ..."); the first labelled verdict ("verdict: 1", "Verdict: PASS"); upper-case
     PASS or FAIL words when they all agree; a lone 0 or 1 at the very end. A label with an unusable
     value ("verdict: maybe", "verdict: 2") and nothing else is returned as is, so that the schema
     check names it. PASS and FAIL both stated, neither first: `UnusableReply` (an abstention with
-    that reason). None when there is no verdict at all.
+    that reason); so is a reply every word of which is copied from the answer. None when there is
+    no verdict at all.
     """
-    obj = first_json_with(text, "verdict")
+    obj = first_json_with(text, "verdict", quoted)
     if obj is not None and "verdict" in obj:
         return obj
+    _nothing_own(text, quoted)
     reasoning = text.strip()
-    verdict, why = stated_verdict(text)
+    verdict, why = stated_verdict(text, quoted)
     if why:
         raise UnusableReply(why)
     if verdict in (0, 1):
         return {"reasoning": reasoning, "verdict": verdict}
-    m = _TRAILING_DIGIT.search(unquoted(text).strip())
-    if m:
+    own = unquoted(text).rstrip()
+    m = _TRAILING_DIGIT.search(own)
+    if m and not any(a <= m.start(1) < b for a, b in copied_spans(text, quoted)):
         return {"reasoning": reasoning, "verdict": int(m.group(1))}
     if verdict is not None:
         return {"reasoning": reasoning, "verdict": verdict}
+    _only_theirs(text, "verdict", quoted)
     return None
 
 
@@ -119,22 +136,27 @@ PAIRWISE_REMINDER = (
 )
 
 
-def extract_pairwise_json(text: str) -> dict[str, Any] | None:
+def extract_pairwise_json(text: str, quoted: Sequence[str] = ()) -> dict[str, Any] | None:
     """The first JSON object with "winner" the judge states itself, else the generic extraction."""
-    return first_json_with(text, "winner") or extract_json(text)
+    return first_json_with(text, "winner", quoted) or extract_json(text)
 
 
-def parse_pairwise_text(text: str) -> dict[str, Any] | None:
+def parse_pairwise_text(text: str, quoted: Sequence[str] = ()) -> dict[str, Any] | None:
     """A verdict from a prose reply (last step of ask_json's chain), by the strict rule: the first
     JSON object with "winner" outside quotations, else the first labelled ("winner: A") or
-    bracketed ("[[A]]") winner outside quotations."""
-    obj = first_json_with(text, "winner")
+    bracketed ("[[A]]") winner outside quotations; material copied from the answers (`quoted`)
+    ignored, and a reply made only of it is `UnusableReply`."""
+    obj = first_json_with(text, "winner", quoted)
     if obj is not None and "winner" in obj:
         return obj
-    winner, why = stated_winner(text)
+    _nothing_own(text, quoted)
+    winner, why = stated_winner(text, quoted)
     if why:
         raise UnusableReply(why)
-    return {"rationale": text.strip(), "winner": winner} if winner else None
+    if winner:
+        return {"rationale": text.strip(), "winner": winner}
+    _only_theirs(text, "winner", quoted)
+    return None
 
 
 # --------------------------------------------------------------------------- the catalogue
@@ -148,15 +170,19 @@ class JudgeKind:
     `verdict_key` / `reasoning_key` name the verdict and its justification in the reply; `reduce`
     combines the verdicts cast for one sample; `binary`: verdicts 0/1 (pass rates, averages)
     rather than labels; `desc` labels progress bars. `extract` reads the JSON of a JSON-mode reply
-    and `screen(parsed, reply)` names why a valid reply is still no verdict (the verdict rules of
-    `evekit.judges.verdicts`: a copied template, a rationale stating the other side).
+    and `screen(parsed, reply, quoted)` names why a valid reply is still no verdict (the verdict
+    rules of `evekit.judges.verdicts`: a copied template, a repetition of the answer); `flag(parsed,
+    reply, quoted)` notes a valid verdict whose justification states the other side (counted, the
+    verdict stands). `shown(chat)` gives the answers under judgement in a rendered chat (`quoted`:
+    what a reply may repeat but never states as its own); the parsers, `extract` and `screen` take
+    them as their `quoted` argument.
     """
 
     name: str
     templates: tuple[str, ...]
     render: Callable[[Any, int], list[dict[str, str]]]
     schema: dict[str, Any]
-    text_parser: Callable[[str], dict[str, Any] | None]
+    text_parser: Callable[..., dict[str, Any] | None]
     normalize: Callable[[dict[str, Any]], dict[str, Any]] | None
     reminder: str
     verdict_key: str
@@ -165,8 +191,10 @@ class JudgeKind:
     binary: bool
     schema_name: str = "verdict"
     desc: str = "judge"
-    extract: Callable[[str], dict[str, Any] | None] | None = None
-    screen: Callable[[dict[str, Any], str], str | None] | None = None
+    extract: Callable[..., dict[str, Any] | None] | None = None
+    screen: Callable[..., str | None] | None = None
+    flag: Callable[..., str | None] | None = None
+    shown: Callable[[Sequence[dict[str, str]]], list[str]] = answers_shown
 
     def request_schema(self, reasoning_max_chars: int | None = None) -> dict[str, Any]:
         """The schema a request sends: `schema`, with the justification bounded to
@@ -189,7 +217,7 @@ def _pointwise(name: str) -> JudgeKind:
         render=lambda case, index=0: render_pointwise(name, case, index),
         schema=VERDICT_SCHEMA, text_parser=parse_verdict_text, normalize=normalize_verdict,
         reminder=JUDGE_REMINDER, verdict_key="verdict", reasoning_key="reasoning", reduce=vote, binary=True,
-        extract=extract_verdict_json, screen=screen_pointwise,
+        extract=extract_verdict_json, screen=screen_pointwise, flag=pointwise_flag,
     )
 
 
@@ -200,7 +228,7 @@ KINDS: dict[str, JudgeKind] = {
         schema=PAIRWISE_SCHEMA, text_parser=parse_pairwise_text, normalize=None, reminder=PAIRWISE_REMINDER,
         verdict_key="winner", reasoning_key="rationale", reduce=majority_vote, binary=False,
         schema_name="pairwise_verdict", desc="pairwise judge",
-        extract=extract_pairwise_json, screen=screen_pairwise,
+        extract=extract_pairwise_json, screen=screen_pairwise, flag=pairwise_flag,
     ),
 }
 

@@ -5,6 +5,9 @@ set its own `temperature` and `api`), the judges running concurrently, the struc
 fallback chain (`evekit.structured.ask_json`) with the kind's schema, parser and reminder, and
 abstention: a judge whose endpoint is unusable (`EndpointError`) abstains on every case with the
 reason and a warning, and an unusable reply is an abstention with its reason, never a verdict.
+Each judge is told which texts of its chat are the answers under judgement (`JudgeKind.shown`), so
+the verdict rules can tell what it repeats from what it states; a usable verdict whose rationale
+states the other side keeps its verdict and is flagged (judge_<name>_flag).
 """
 from __future__ import annotations
 
@@ -16,21 +19,69 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from evekit.endpoints import endpoint_key
 from evekit.errors import EndpointError, ParameterError
 from evekit.judges.kinds import JudgeKind, KindName, get_kind
 from evekit.judges.voting import add_vote_columns
 from evekit.structured import JsonAnswer, ask_json
 from evekit.types import JUDGE_MAX_TOKENS, JudgeSpec, Usage
 
-__all__ = ["JudgePanel", "validate_judges", "judge_columns"]
+__all__ = ["JudgePanel", "validate_judges", "judge_columns", "flag_columns"]
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*")
 
 
-def validate_judges(judges: Sequence[JudgeSpec | dict]) -> list[JudgeSpec]:
-    """The judges as JudgeSpecs; at least one, unique names of letters, digits, '_', '-', '.'.
+def _endpoint(base_url: str) -> str:
+    try:
+        return endpoint_key(base_url)
+    except ValueError:  # not an http(s) URL: the client names that; compare it as written
+        return base_url.strip().rstrip("/")
 
-    Names become column names (judge_<name>) and file names, hence the restriction.
+
+def _reply_settings(spec: JudgeSpec, temperature: float | None, max_tokens: int | None) -> tuple:
+    """What decides a judge's reply, as the cache keys a call: model, api, temperature, max_tokens
+    and the bound on its justification (None where the run's default applies and is not known)."""
+    t = spec.temperature if spec.temperature is not None else temperature
+    m = spec.max_tokens if spec.max_tokens is not None else max_tokens
+    return (spec.model, spec.api, None if t is None else float(t), m, spec.reasoning_max_chars)
+
+
+def _duplicates(specs: Sequence[JudgeSpec], temperature: float | None, max_tokens: int | None) -> None:
+    """Refuse two judges that would be one: same model, endpoint and reply settings."""
+    seen: dict[tuple, JudgeSpec] = {}
+    for s in specs:
+        key = _reply_settings(s, temperature, max_tokens)
+        first = seen.setdefault(key, s)
+        if first is s:
+            continue
+        same_place = _endpoint(first.base_url) == _endpoint(s.base_url)
+        model, api, t, m, r = key
+        settings = (f"model {model!r}, api {api!r}, temperature {'the run default' if t is None else t}, "
+                    f"max_tokens {'the default' if m is None else m}, reasoning_max_chars {r}")
+        if same_place:
+            raise ParameterError(
+                f"judges {first.name!r} and {s.name!r} are the same judge: {settings} at the same endpoint "
+                f"{first.base_url!r}. Identical calls are answered once (the cache merges them), so one reply "
+                "would count as two votes and the two would agree 100% of the time. Keep one of them, or make "
+                "them differ in what they send (another temperature, model or max_tokens)")
+        warnings.warn(
+            f"judges {first.name!r} ({first.base_url}) and {s.name!r} ({s.base_url}) send identical calls "
+            f"({settings}); the cache keys a call by what is sent, not where, so with a shared cache_dir "
+            "the second replays the first one's replies (two votes from one reply). Give one of them another "
+            "temperature or max_tokens, or keep one", UserWarning, stacklevel=3)
+
+
+def validate_judges(judges: Sequence[JudgeSpec | dict], *, temperature: float | None = None,
+                    max_tokens: int | None = None) -> list[JudgeSpec]:
+    """The judges as JudgeSpecs; at least one, unique names of letters, digits, '_', '-', '.'; no
+    two the same judge under two names.
+
+    Names become column names (judge_<name>) and file names, hence the restriction. Two entries
+    with the same model, endpoint and reply settings (api, temperature, max_tokens,
+    reasoning_max_chars; `temperature` / `max_tokens` are the run's defaults for entries that do
+    not set their own, None when unknown) are a `ParameterError` naming both: the cache would
+    answer both from one reply. The same on two endpoints is a warning (a shared cache replays one
+    judge's replies for the other).
     """
     try:
         specs = [JudgeSpec.from_dict(j) for j in judges]
@@ -45,6 +96,7 @@ def validate_judges(judges: Sequence[JudgeSpec | dict]) -> list[JudgeSpec]:
     bad = [n for n in names if not _NAME.fullmatch(n)]
     if bad:
         raise ParameterError(f"judge names may only use letters, digits, '_', '-', '.': {bad}")
+    _duplicates(specs, temperature, max_tokens)
     return specs
 
 
@@ -62,7 +114,7 @@ class JudgePanel:
                  max_tokens: int = JUDGE_MAX_TOKENS, progress: bool = True,
                  clients: Mapping[str, Any] | None = None) -> None:
         self.kind = get_kind(kind)
-        self.specs = validate_judges(judges)
+        self.specs = validate_judges(judges, temperature=temperature, max_tokens=max_tokens)
         self.temperature = temperature
         self.max_tokens = max_tokens
         if clients is None:
@@ -105,12 +157,17 @@ class JudgePanel:
         """One judge's answers to `messages` (`ask_json`; `max_probe` items at most probe the
         structured-output chain while this judge's method is unknown). Raises EndpointError."""
         k = self.kind
-        return ask_json(self.clients[spec.name], messages, k.schema, max_tokens=spec.max_tokens or self.max_tokens,
-                        temperature=self.temperature if spec.temperature is None else spec.temperature,
-                        name=k.schema_name, text_parser=k.text_parser, normalize=k.normalize,
-                        reminder=k.reminder, api=spec.api, desc=f"{k.desc} {spec.name}", max_probe=max_probe,
-                        extract=k.extract, screen=k.screen,
-                        request_schema=k.request_schema(spec.reasoning_max_chars))
+        quoted = [k.shown(m) for m in messages]
+        answers = ask_json(self.clients[spec.name], messages, k.schema, max_tokens=spec.max_tokens or self.max_tokens,
+                           temperature=self.temperature if spec.temperature is None else spec.temperature,
+                           name=k.schema_name, text_parser=k.text_parser, normalize=k.normalize,
+                           reminder=k.reminder, api=spec.api, desc=f"{k.desc} {spec.name}", max_probe=max_probe,
+                           extract=k.extract, screen=k.screen,
+                           request_schema=k.request_schema(spec.reasoning_max_chars), quoted=quoted)
+        if k.flag is None:
+            return answers
+        return [a._replace(flag=k.flag(a.parsed, a.raw or "", q)) if a.parsed else a
+                for a, q in zip(answers, quoted)]
 
     @staticmethod
     def unusable(spec: JudgeSpec, error: EndpointError, n: int) -> list[JsonAnswer]:
@@ -140,7 +197,9 @@ class JudgePanel:
         reply as sent), judge_N_error (why it abstained), judge_N_method (json_schema |
         json_object | text). Then the kind's vote judge_voting (NaN / None when nobody voted),
         llm_as_judge_avg (binary kinds: mean of the votes cast), judge_agreement (see
-        `voting.judge_agreement`), judge_n_votes and judge_failed (no usable vote).
+        `voting.judge_agreement`), judge_n_votes and judge_failed (no usable vote). Last, per
+        judge, judge_N_flag (`flag_columns`): why a verdict that stands looks doubtful (its rationale
+        states the other side), None otherwise.
         """
         k = self.kind
         messages = [k.render(c, i) for i, c in enumerate(cases)]
@@ -151,7 +210,7 @@ class JudgePanel:
         k = self.kind
         n = len(next(iter(answers.values()), []))
         if not n:
-            return pd.DataFrame(columns=judge_columns(self.names, k))
+            return pd.DataFrame(columns=judge_columns(self.names, k) + flag_columns(self.names))
         missing = np.nan if k.binary else None
         df = pd.DataFrame(index=range(n))
         for name in self.names:
@@ -162,7 +221,10 @@ class JudgePanel:
             df[f"judge_{name}_raw"] = [a.raw for a in ans]
             df[f"judge_{name}_error"] = [a.error for a in ans]
             df[f"judge_{name}_method"] = [a.method for a in ans]
-        return add_vote_columns(df, self.names, reduce=k.reduce, binary=k.binary)
+        df = add_vote_columns(df, self.names, reduce=k.reduce, binary=k.binary)
+        for name in self.names:
+            df[f"judge_{name}_flag"] = [getattr(a, "flag", None) for a in answers[name]]
+        return df
 
 
 def judge_columns(names: Sequence[str], kind: KindName | JudgeKind = "fact_check") -> list[str]:
@@ -172,3 +234,9 @@ def judge_columns(names: Sequence[str], kind: KindName | JudgeKind = "fact_check
         cols += [f"judge_{n}", f"judge_{n}_reasoning", f"judge_{n}_raw", f"judge_{n}_error", f"judge_{n}_method"]
     average = ["llm_as_judge_avg"] if get_kind(kind).binary else []
     return cols + ["judge_voting", *average, "judge_agreement", "judge_n_votes", "judge_failed"]
+
+
+def flag_columns(names: Sequence[str]) -> list[str]:
+    """The flag column per judge that `JudgePanel.judge` adds after `judge_columns`: judge_<name>_flag,
+    a note on a verdict that stands but whose rationale states the other side (None: no note)."""
+    return [f"judge_{n}_flag" for n in names]

@@ -12,13 +12,18 @@ from functools import lru_cache
 from importlib import resources
 from typing import Mapping, Sequence
 
-__all__ = ["JudgeCase", "PairCase", "read_prompt_file", "neutralise", "render_pointwise", "render_pairwise"]
+__all__ = ["JudgeCase", "PairCase", "read_prompt_file", "neutralise", "render_pointwise", "render_pairwise",
+           "answers_shown"]
 
 # Delimiter tags of the judge prompts; occurrences inside user-provided text are neutralised.
 # ("answer" also covers the pairwise templates' <answer_a> and <answer_b>.)
 _TAGS = ("question", "reference", "answer", "documents", "document", "context")
 _TAG_RE = re.compile(r"<(\s*/?\s*)(" + "|".join(_TAGS) + r")", re.IGNORECASE)
 _PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
+# The block of an answer under judgement in a rendered prompt (pointwise <answer>, pairwise
+# <answer_a> / <answer_b>); the answer's own tags are neutralised, so its block ends at the first
+# closing tag.
+_ANSWER_BLOCK = re.compile(r"<(answer(?:_a|_b)?)>\n(.*?)\n</\1>", re.DOTALL)
 
 
 @dataclass
@@ -108,3 +113,12 @@ def render_pairwise(case: PairCase, index: int = 0) -> list[dict[str, str]]:
     values = {k: neutralise(str(v).strip()) for k, v in values.items()}
     return [{"role": "system", "content": system},
             {"role": "user", "content": _fill(user, values, f"pairwise judge case {index} (evekit/prompts/{fname})")}]
+
+
+def answers_shown(messages: Sequence[Mapping[str, str]]) -> list[str]:
+    """The answers under judgement in a rendered judge chat, as the judge saw them (the text of
+    its <answer>, <answer_a> and <answer_b> blocks): what a reply may quote or repeat but never
+    states as the judge's own (`evekit.judges.verdicts`). A chat that is not a rendered judge
+    prompt has none."""
+    return [m.group(2) for msg in messages if msg.get("role") == "user"
+            for m in _ANSWER_BLOCK.finditer(msg.get("content") or "")]

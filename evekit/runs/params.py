@@ -316,7 +316,8 @@ class Judging(Params):
         if not isinstance(self.judges, (list, tuple)):
             raise ParameterError(f"judges must be a list of {{name, model, base_url, api_key_env}}, "
                                  f"got {self.judges!r}")
-        return validate_judges(list(self.judges)) if self.judges else []
+        return (validate_judges(list(self.judges), temperature=self.judge_temperature, max_tokens=self.judge_max_tokens)
+                if self.judges else [])
 
     def check(self) -> None:
         super().check()

@@ -375,8 +375,11 @@ class TaskRun(NotebookRun):
         from evekit import judges as judging
 
         kind = judging.get_kind(self.task.judge_kind)
+        from evekit.judges.panel import flag_columns
+
         per_judge = [c for c in judging.judge_columns(names, kind) if any(
             c == f"judge_{n}" or c.startswith(f"judge_{n}_") for n in names)]
+        per_judge += [c for c in flag_columns(names) if c in judged.columns]
         rule = pd.DataFrame(index=rule_index)
         for n in names:
             rule[f"judge_{n}"] = 0.0
@@ -384,6 +387,7 @@ class TaskRun(NotebookRun):
             rule[f"judge_{n}_raw"] = None
             rule[f"judge_{n}_error"] = None
             rule[f"judge_{n}_method"] = RULE_METHOD
+            rule[f"judge_{n}_flag"] = None
         parts = [p for p in (judged[per_judge], rule[per_judge]) if len(p)]
         both = pd.concat(parts) if parts else judged[per_judge]
         both = both.astype({f"judge_{n}": float for n in names}).sort_index()
