@@ -92,36 +92,34 @@ def components_cell(rng: np.random.Generator, mean: float, shape: float, n: int,
             "between_p5_p95": tuple(np.percentile(np.asarray(between) / tb - 1, [5, 95]))}
 
 
-def table_1(R: int) -> None:
-    print(f"(1) repeat-aware vs naive, {R} datasets per cell")
-    print("| mean | shape | n | k | repeat-aware coverage | width | naive coverage | naive width | design effect |")
+def _interval_table(R: int, clusters: int) -> None:
+    """Tables 1 and 2: every cell of the grid, without clusters (contrast: naive) or with (contrast: items)."""
+    if clusters:
+        print(f"(2) {clusters} clusters, intra-cluster correlation 0.2, {R} datasets per cell")
+        print("| mean | shape | n | k | clustered coverage | width | item coverage | item width | cluster design effect |")
+    else:
+        print(f"(1) repeat-aware vs naive, {R} datasets per cell")
+        print("| mean | shape | n | k | repeat-aware coverage | width | naive coverage | naive width | design effect |")
     print("|---|---|---|---|---|---|---|---|---|")
     worst = 1.0
     for mean in MEANS:
         for name, s in SHAPES.items():
             for n in NS:
                 for k in KS:
-                    c = cell(np.random.default_rng([1, int(mean * 100), int(s), n, k]), mean, s, n, k, R)
+                    rng = np.random.default_rng([2 if clusters else 1, int(mean * 100), int(s), n, k])
+                    c = cell(rng, mean, s, n, k, R, clusters)
                     worst = min(worst, c["coverage"])
                     print(f"| {mean} | {name} | {n} | {k} | {c['coverage']:.3f} | {c['width']:.3f} | "
                           f"{c['other_coverage']:.3f} | {c['other_width']:.3f} | {c['design_effect']:.2f} |", flush=True)
-    print(f"lowest repeat-aware coverage: {worst:.3f}")
+    print(f"lowest {'clustered' if clusters else 'repeat-aware'} coverage: {worst:.3f}")
+
+
+def table_1(R: int) -> None:
+    _interval_table(R, 0)
 
 
 def table_2(R: int) -> None:
-    print(f"(2) {CLUSTERS} clusters, intra-cluster correlation 0.2, {R} datasets per cell")
-    print("| mean | shape | n | k | clustered coverage | width | item coverage | item width | cluster design effect |")
-    print("|---|---|---|---|---|---|---|---|---|")
-    worst = 1.0
-    for mean in MEANS:
-        for name, s in SHAPES.items():
-            for n in NS:
-                for k in KS:
-                    c = cell(np.random.default_rng([2, int(mean * 100), int(s), n, k]), mean, s, n, k, R, CLUSTERS)
-                    worst = min(worst, c["coverage"])
-                    print(f"| {mean} | {name} | {n} | {k} | {c['coverage']:.3f} | {c['width']:.3f} | "
-                          f"{c['other_coverage']:.3f} | {c['other_width']:.3f} | {c['design_effect']:.1f} |", flush=True)
-    print(f"lowest clustered coverage: {worst:.3f}")
+    _interval_table(R, CLUSTERS)
 
 
 def table_3(R: int) -> None:
@@ -137,18 +135,21 @@ def table_3(R: int) -> None:
 
 
 def table_4(R: int) -> None:
+    from scipy.stats import t as t_dist
+
     rg = max(50, R // 4)  # BCa is slow
-    print(f"(4) graded repeats (answers ~ Beta(5 p_i, 5 (1 - p_i))), {rg} datasets per cell; the score "
-          "interval on items (each item its own cluster) for contrast")
+    print(f"(4) graded repeats (answers ~ Beta(5 p_i, 5 (1 - p_i))), {rg} datasets per cell; for contrast the "
+          "score interval on items (each item its own cluster) and, with clusters, the plain t interval on the "
+          "cluster-robust SE")
     print("| mean | shape | n | k | items (BCa) coverage | width | score interval on items | width | "
-          "clustered coverage | width |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "clustered coverage | width | cluster t coverage | width |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for mean in MEANS:
         for name, s in SHAPES.items():
             for n in (30, 300):
                 for k in (3, 10):
                     rng = np.random.default_rng([4, int(mean * 100), int(s), n, k])
-                    res: dict[str, list] = {"bca": [], "score": [], "clustered": []}
+                    res: dict[str, list] = {"bca": [], "score": [], "clustered": [], "t": []}
                     items = np.repeat(np.arange(n), k)
                     for _ in range(rg):
                         for clustered in (False, True):
@@ -158,10 +159,13 @@ def table_4(R: int) -> None:
                             for key, groups in runs.items():
                                 out = repeats.repeat_interval(y, items, clusters=groups, n_boot=1000)
                                 res[key].append((_covers(out, mean), out["ci_high"] - out["ci_low"]))
-                    a, b, c = (np.mean(res[key], axis=0) for key in ("bca", "score", "clustered"))
-                    print(f"| {mean} | {name} | {n} | {k} | {a[0]:.3f} | {a[1]:.3f} | {b[0]:.3f} | {b[1]:.3f} | "
-                          f"{c[0]:.3f} | {c[1]:.3f} |", flush=True)
-    print()
+                            if clustered:
+                                half = t_dist.ppf(0.975, out["df"]) * out["se"]
+                                t_out = {"ci_low": out["value"] - half, "ci_high": out["value"] + half}
+                                res["t"].append((_covers(t_out, mean), 2 * half))
+                    cols = " | ".join(f"{c:.3f} | {w:.3f}" for c, w in
+                                      (np.mean(res[key], axis=0) for key in ("bca", "score", "clustered", "t")))
+                    print(f"| {mean} | {name} | {n} | {k} | {cols} |", flush=True)
 
 
 def table_5(R: int) -> None:

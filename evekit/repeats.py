@@ -45,6 +45,7 @@ from evekit.errors import DataError, ParameterError
 __all__ = [
     "REDUCERS",
     "PSEUDO_UNITS",
+    "repeat_seed",
     "reduce_repeats",
     "pass_at",
     "pass_all",
@@ -129,6 +130,17 @@ def _design(values: Any, items: Any, clusters: Any = None) -> _Design:
 
 def _binary(x: np.ndarray) -> bool:
     return bool(np.isin(x, (0.0, 1.0)).all())
+
+
+def repeat_seed(seed: int, repeat: int) -> int:
+    """The seed of repeat `repeat` of a run seeded `seed`: the run's own seed for repeat 0 (a run with
+    one repeat is the run without repeats, cache keys included), else a 31-bit draw from
+    SeedSequence([seed, repeat]). One recipe for the sampling seed sent and the few-shot draw."""
+    if repeat < 0:
+        raise ParameterError(f"repeat must be >= 0, got {repeat}")
+    if repeat == 0:
+        return int(seed)
+    return int(np.random.SeedSequence([int(seed) % 2**32, int(repeat)]).generate_state(1)[0] >> 1)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -273,3 +273,12 @@ def test_cluster_bootstrap_weights_keep_clusters_together():
     assert (w[:, 0] == w[:, 1]).all() and (w[:, 3] == w[:, 5]).all()
     assert (w[:, [0, 2, 3]].sum(axis=1) == 3).all()  # three clusters drawn per resample
     assert w.mean() == pytest.approx(1.0, abs=0.1)
+
+
+def test_repeat_seed():
+    assert repeats.repeat_seed(7, 0) == 7
+    seeds = [repeats.repeat_seed(7, r) for r in range(1, 50)]
+    assert len(set(seeds)) == 49 and all(0 <= s < 2**31 for s in seeds)
+    assert repeats.repeat_seed(7, 3) == repeats.repeat_seed(7, 3) != repeats.repeat_seed(8, 3)
+    with pytest.raises(ParameterError):
+        repeats.repeat_seed(7, -1)
