@@ -169,14 +169,17 @@ def test_failed_repeats_are_dropped_and_items_weigh_the_same():
     assert repeats.repeat_interval([np.nan], [0])["n"] == 0
 
 
-def test_graded_values_use_bca_over_items_and_match_stats_with_one_repeat():
+def test_graded_values_match_stats_with_one_repeat_and_use_the_score_interval_with_more():
     rng = np.random.default_rng(0)
     g = rng.beta(4, 2, 50)
     out = repeats.repeat_interval(g, np.arange(50), seed=3)
     ref = stats.interval(g, "graded_mean", seed=3)
     assert (out["ci_low"], out["ci_high"], out["method"]) == (ref["ci_low"], ref["ci_high"], ref["method"])
     long = repeats.repeat_interval(rng.beta(4, 2, 150), np.repeat(np.arange(50), 3), seed=3)
-    assert long["method"] == "bca" and long["repeats"] == 3.0
+    assert long["method"] == "wilson_effective_n (50 items resampled, t df=49)" and long["repeats"] == 3.0
+    assert long["effective_n"] > 150  # graded answers vary less than 0/1 ones: no cap at the answers
+    free = repeats.repeat_interval(rng.normal(size=150), np.repeat(np.arange(50), 3), bounds=None)
+    assert free["method"] == "bca"
 
 
 def test_graded_values_with_clusters_and_unbounded_values():
