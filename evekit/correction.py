@@ -35,7 +35,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from evekit.stats import _tidy, graded_interval, proportion_interval
+from evekit.stats import graded_interval, proportion_interval
+from evekit.stats import tidy as _tidy
 
 __all__ = ["PAIR_SCORES", "TRANSPORT_ASSUMPTION", "ppi_mean", "ppi_win_rate", "pair_scores", "corrected_score",
            "rogan_gladen", "labels_needed", "disagreement_rate"]

@@ -23,6 +23,9 @@ too), so adding a metric is adding one entry here. Names follow EVE:
   samples carry `gold_code` / `pred_code` (label index; -1 = unparsed, a miss of the gold label).
 - `micro_f1`: token classification, entity-level micro F1 (seqeval's rule, as EuroEval: an entity
   counts only with the exact category and token boundaries) from per-item `ner_tp/fp/fn`.
+- `robust_acc`, `consistency`: multiple choice asked under several orders of its options
+  (`permutations`): 1 per item when it is right under every order, when the same option (by
+  content) is chosen under every order (`evekit.robustness`).
 - `acc_logprobs`, `brier`, `ece`: scoring from the first answer token's log-probabilities: its
   accuracy, the multi-class Brier score (sum over the valid labels of (p - y)^2, 0 best, 2 worst)
   and the expected calibration error over 10 equal-width confidence bins.
@@ -623,6 +626,10 @@ for _metric in (
     Metric("micro_f1", "corpus", "entity-level micro F1: exact category and token boundaries",
            columns=("ner_tp", "ner_fp", "ner_fn"), statistic=_micro_f1),
     Metric("acc_logprobs", "proportion", "share of items whose most probable first-token label is right"),
+    Metric("robust_acc", "proportion", "share of items answered right under every order of the options "
+           "(one value per item, evekit.robustness)"),
+    Metric("consistency", "proportion", "share of items on which the same option, by content, was chosen "
+           "under every order of the options (one value per item, evekit.robustness)"),
     Metric("brier", "graded_mean", "multi-class Brier score of the first-token label probabilities",
            higher_is_better=False, bounds=(0.0, 2.0)),
     Metric("ece", "corpus", f"expected calibration error over {ECE_BINS} equal-width confidence bins",

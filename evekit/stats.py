@@ -1,11 +1,7 @@
 """Confidence intervals and paired comparisons.
 
-Legacy helpers (`bootstrap_ci`, `summarize`, `paired_bootstrap`) give percentile-bootstrap
-intervals over items; they under-cover on small or degenerate item sets (acc at p=0.98, n=20:
-0.34) and are kept only until the callers move to the functions below.
-
-New entry points (one interval method per metric kind, chosen by measured coverage; see
-benchmarks/bench_coverage.py):
+One interval method per metric kind, chosen by measured coverage (benchmarks/bench_coverage.py);
+repeated answers and clustered items: `evekit.repeats`.
 
 * `interval(values, kind)`: kind ``"proportion"`` (0/1 per item) -> Wilson score interval;
   ``"graded_mean"`` (values in [0, 1]) -> BCa bootstrap, with a contamination bound for
@@ -27,11 +23,7 @@ import numpy as np
 
 __all__ = [
     "bootstrap_distribution",
-    "bootstrap_ci",
-    "summarize",
     "wilson_ci",
-    "mcnemar_exact",
-    "paired_bootstrap",
     "compare_paired",
     "interval",
     "proportion_interval",
@@ -45,6 +37,8 @@ __all__ = [
     "holm",
     "min_detectable_difference",
     "KINDS",
+    "tidy",
+    "nan_result",
 ]
 
 Stat = Callable[..., Any]
@@ -95,30 +89,6 @@ def bootstrap_distribution(values: Any, stat: Stat = np.mean, n_boot: int = 1000
     return out
 
 
-def bootstrap_ci(values: Any, stat: Stat = np.mean, n_boot: int = 1000, seed: int = 0,
-                 level: float = 0.95) -> tuple[float, float]:
-    """Percentile bootstrap interval of `stat` over items (NaN rows dropped)."""
-    if n_boot < 1:
-        raise ValueError("n_boot must be >= 1")
-    dist = bootstrap_distribution(values, stat, n_boot, seed)
-    if np.isnan(dist).all():
-        return float("nan"), float("nan")
-    alpha = (1.0 - level) / 2.0
-    low, high = np.nanpercentile(dist, [100 * alpha, 100 * (1 - alpha)])
-    return float(low), float(high)
-
-
-def summarize(values: Any, seed: int = 0, n_boot: int = 1000, stat: Stat = np.mean,
-              level: float = 0.95) -> dict[str, float | int]:
-    """{"value", "ci_low", "ci_high", "n"} for per-item values; `n` = items used (NaN dropped)."""
-    data = _clean(values)
-    if len(data) == 0:
-        return {"value": float("nan"), "ci_low": float("nan"), "ci_high": float("nan"), "n": 0}
-    value = float(_apply(stat, data[None, ...])[0])
-    low, high = bootstrap_ci(data, stat, n_boot=n_boot, seed=seed, level=level)
-    return _tidy({"value": value, "ci_low": low, "ci_high": high, "n": int(len(data))})
-
-
 def wilson_ci(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
     """Wilson score interval for k successes in n trials (statsmodels)."""
     from statsmodels.stats.proportion import proportion_confint
@@ -137,43 +107,6 @@ def _paired(a: Any, b: Any) -> tuple[np.ndarray, np.ndarray]:
     return x[keep], y[keep]
 
 
-def mcnemar_exact(a: Any, b: Any) -> float:
-    """Two-sided exact McNemar p-value for paired 0/1 scores of two models on the same items."""
-    from statsmodels.stats.contingency_tables import mcnemar
-
-    x, y = _paired(a, b)
-    if not (np.isin(x, (0, 1)).all() and np.isin(y, (0, 1)).all()):
-        raise ValueError("McNemar's test needs 0/1 scores; use paired_bootstrap for other metrics")
-    table = [[int(((x == 1) & (y == 1)).sum()), int(((x == 1) & (y == 0)).sum())],
-             [int(((x == 0) & (y == 1)).sum()), int(((x == 0) & (y == 0)).sum())]]
-    return float(mcnemar(table, exact=True).pvalue)
-
-
-def paired_bootstrap(a: Any, b: Any, n_boot: int = 1000, seed: int = 0, level: float = 0.95) -> dict[str, float | int]:
-    """Mean difference a - b over shared items with a bootstrap CI and two-sided p-value.
-
-    Legacy: its p-value is anti-conservative at small n (n=10: 10.5% rejections of a true null
-    at alpha=0.05; n=1 gives 0.001). Use `compare_paired`.
-
-    The p-value is the share of resampled differences, re-centred on zero (the null), that
-    are at least as far from zero as the observed difference, with the +1 correction.
-    """
-    x, y = _paired(a, b)
-    d = x - y
-    if len(d) == 0:
-        nan = float("nan")
-        return {"diff": nan, "ci_low": nan, "ci_high": nan, "p_value": nan, "n": 0}
-    observed = float(d.mean())
-    dist = bootstrap_distribution(d, np.mean, n_boot, seed)
-    alpha = (1.0 - level) / 2.0
-    low, high = np.percentile(dist, [100 * alpha, 100 * (1 - alpha)])
-    extreme = np.abs(dist - observed) >= abs(observed) - 1e-12
-    p = (1 + int(extreme.sum())) / (n_boot + 1)
-    return _tidy({"diff": observed, "ci_low": float(low), "ci_high": float(high), "p_value": float(min(1.0, p)),
-                  "n": int(len(d))})
-
-
-
 # ---------------------------------------------------------------------------------------------
 # Tidy output
 # ---------------------------------------------------------------------------------------------
@@ -181,21 +114,22 @@ def paired_bootstrap(a: Any, b: Any, n_boot: int = 1000, seed: int = 0, level: f
 _DECIMALS = 12
 
 
-def _tidy(out: dict[str, Any]) -> dict[str, Any]:
+def tidy(out: dict[str, Any]) -> dict[str, Any]:
     """Round float values to 12 decimals (2.8e-17 -> 0.0, -0.0 -> 0.0); other values untouched."""
-    tidy: dict[str, Any] = {}
+    rounded: dict[str, Any] = {}
     for key, val in out.items():
         if isinstance(val, (float, np.floating)) and not isinstance(val, bool):
             val = float(val)
             if np.isfinite(val):
                 val = round(val, _DECIMALS) + 0.0
-        tidy[key] = val
-    return tidy
+        rounded[key] = val
+    return rounded
 
 
-def _nan_result(method: str, **extra: Any) -> dict[str, Any]:
+def nan_result(method: str, **extra: Any) -> dict[str, Any]:
+    """A metric dict with no value (no items), naming `method`."""
     nan = float("nan")
-    return _tidy({"value": nan, "ci_low": nan, "ci_high": nan, "n": 0, "method": method, **extra})
+    return tidy({"value": nan, "ci_low": nan, "ci_high": nan, "n": 0, "method": method, **extra})
 
 
 # ---------------------------------------------------------------------------------------------
@@ -229,10 +163,10 @@ def proportion_interval(values: Any, *, method: str = "wilson", level: float = 0
         raise ValueError("kind 'proportion' needs 0/1 values; use kind 'graded_mean' for fractions")
     n = len(x)
     if n == 0:
-        return _nan_result(method)
+        return nan_result(method)
     k = int(x.sum())
     low, high = proportion_confint(k, n, alpha=1 - level, method=_PROPORTION_METHODS[method])
-    return _tidy({"value": k / n, "ci_low": float(max(0.0, low)), "ci_high": float(min(1.0, high)),
+    return tidy({"value": k / n, "ci_low": float(max(0.0, low)), "ci_high": float(min(1.0, high)),
                   "n": n, "method": method})
 
 
@@ -272,15 +206,15 @@ def graded_interval(values: Any, *, method: str = "bca", seed: int = 0, n_boot: 
         raise ValueError("a graded mean needs one value per item")
     n = len(x)
     if n == 0:
-        return _nan_result(method)
+        return nan_result(method)
     if bounds is not None and ((x < bounds[0] - 1e-12).any() or (x > bounds[1] + 1e-12).any()):
         raise ValueError(f"graded values must lie in {bounds}; pass bounds=None for unbounded metrics")
     value = float(x.mean())
     if np.ptp(x) == 0:
         if bounds is None:
-            return _tidy({"value": value, "ci_low": value, "ci_high": value, "n": n, "method": "constant_unbounded"})
+            return tidy({"value": value, "ci_low": value, "ci_high": value, "n": n, "method": "constant_unbounded"})
         low, high = _contamination_bound(value, n, bounds[0], bounds[1], level)
-        return _tidy({"value": value, "ci_low": low, "ci_high": high, "n": n, "method": "constant_bound"})
+        return tidy({"value": value, "ci_low": low, "ci_high": high, "n": n, "method": "constant_bound"})
     import warnings
 
     used = method
@@ -296,7 +230,7 @@ def graded_interval(values: Any, *, method: str = "bca", seed: int = 0, n_boot: 
             used = "percentile (BCa undefined)"
     if bounds is not None:
         low, high = max(bounds[0], low), min(bounds[1], high)
-    return _tidy({"value": value, "ci_low": low, "ci_high": high, "n": n, "method": used})
+    return tidy({"value": value, "ci_low": low, "ci_high": high, "n": n, "method": used})
 
 
 def _prf_counts(data: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -356,7 +290,7 @@ def corpus_interval(values: Any, stat: str | Stat = "f1", *, method: str | None 
         raise ValueError("precision/recall/F1 need rows of (pred, gold) 0/1 values")
     fn_stat: Stat = _corpus_named(stat) if named else stat  # type: ignore[arg-type]
     if n == 0:
-        return _nan_result(method, n_boot=0, n_defined=0)
+        return nan_result(method, n_boot=0, n_defined=0)
     value = float(_apply(fn_stat, data[None, ...])[0])
     if method == "wilson_conditional":
         if not named:
@@ -366,12 +300,12 @@ def corpus_interval(values: Any, stat: str | Stat = "f1", *, method: str | None 
         tp, fp, fn = (int(v) for v in _prf_counts(data, 0))
         m = {"precision": tp + fp, "recall": tp + fn, "f1": tp + fp + fn}[stat]  # type: ignore[index]
         if m == 0:
-            return _tidy({"value": float("nan"), "ci_low": float("nan"), "ci_high": float("nan"), "n": n,
+            return tidy({"value": float("nan"), "ci_low": float("nan"), "ci_high": float("nan"), "n": n,
                           "method": "undefined (no informative items)", "n_informative": 0})
         low, high = proportion_confint(tp, m, alpha=1 - level, method="wilson")
         if stat == "f1":
             low, high = 2 * low / (1 + low), 2 * high / (1 + high)
-        return _tidy({"value": value, "ci_low": float(low), "ci_high": float(high), "n": n,
+        return tidy({"value": value, "ci_low": float(low), "ci_high": float(high), "n": n,
                       "method": method, "n_informative": m})
     dist = bootstrap_distribution(data, fn_stat, n_boot=n_boot, seed=seed)
     defined = dist[np.isfinite(dist)]
@@ -388,7 +322,7 @@ def corpus_interval(values: Any, stat: str | Stat = "f1", *, method: str | None 
         out.update(ci_low=float(low), ci_high=float(high))
         if low == high:
             out["method"] = "percentile (degenerate: every defined resample gave the same value)"
-    return _tidy(out)
+    return tidy(out)
 
 
 def _codes(ratings: np.ndarray) -> tuple[np.ndarray, int]:
@@ -425,7 +359,7 @@ def cohen_kappa(a: Any, b: Any) -> float:
     if len(x) == 0:
         return float("nan")
     codes, k = _codes(np.column_stack([x, y]))
-    return float(_tidy({"k": float(_cohen_batch(codes[None], k)[0])})["k"])
+    return float(tidy({"k": float(_cohen_batch(codes[None], k)[0])})["k"])
 
 
 def fleiss_kappa(ratings: Any) -> float:
@@ -435,7 +369,7 @@ def fleiss_kappa(ratings: Any) -> float:
         return float("nan")
     codes, k = _codes(r)
     counts = np.stack([(codes == c).sum(axis=1) for c in range(k)], axis=1)
-    return float(_tidy({"k": float(_fleiss_batch(counts[None])[0])})["k"])
+    return float(tidy({"k": float(_fleiss_batch(counts[None])[0])})["k"])
 
 
 def kappa_interval(values: Any, *, stat: str | None = None, seed: int = 0, n_boot: int = 2000,
@@ -455,7 +389,7 @@ def kappa_interval(values: Any, *, stat: str | None = None, seed: int = 0, n_boo
         raise ValueError("stat must be 'cohen' (exactly 2 raters) or 'fleiss'")
     n = len(r)
     if n == 0:
-        return _nan_result(stat, n_boot=0, n_defined=0)
+        return nan_result(stat, n_boot=0, n_defined=0)
     codes, k = _codes(r)
     if stat == "cohen":
         base = codes
@@ -487,7 +421,7 @@ def kappa_interval(values: Any, *, stat: str | None = None, seed: int = 0, n_boo
         table = np.zeros((k, k))
         np.add.at(table, (codes[:, 0], codes[:, 1]), 1)
         out["se_analytic"] = float(cohens_kappa(table).std_kappa)
-    return _tidy(out)
+    return tidy(out)
 
 
 def interval(values: Any, kind: str, *, stat: str | Stat | None = None, method: str | None = None,
@@ -577,20 +511,20 @@ def compare_paired(a: Any, b: Any, n_boot: int = 2000, seed: int = 0, level: flo
     n = len(x)
     nan = float("nan")
     if n == 0:
-        return _tidy({"diff": nan, "ci_low": nan, "ci_high": nan, "p_value": nan, "n": 0,
+        return tidy({"diff": nan, "ci_low": nan, "ci_high": nan, "p_value": nan, "n": 0,
                       "test": "none", "ci_method": "none"})
     d = x - y
     if _binary(x) and _binary(y):
         n11, n10, n01, n00 = _paired_table(x, y)
         p = float(mcnemar([[n11, n10], [n01, n00]], exact=True).pvalue)
         low, high = paired_proportion_diff_ci(n11, n10, n01, n00, level=level)
-        return _tidy({"diff": float(d.mean()), "ci_low": low, "ci_high": high, "p_value": p, "n": n,
+        return tidy({"diff": float(d.mean()), "ci_low": low, "ci_high": high, "p_value": p, "n": n,
                       "test": "mcnemar_exact", "ci_method": "bonett_price",
                       "n_discordant": n10 + n01})
     p, test = sign_flip_test(d, n_perm=n_perm, seed=seed)
     unit = bool(((x >= 0) & (x <= 1) & (y >= 0) & (y <= 1)).all())
     ci = graded_interval(d, seed=seed, n_boot=n_boot, level=level, bounds=(-1.0, 1.0) if unit else None)
-    return _tidy({"diff": ci["value"], "ci_low": ci["ci_low"], "ci_high": ci["ci_high"], "p_value": p,
+    return tidy({"diff": ci["value"], "ci_low": ci["ci_low"], "ci_high": ci["ci_high"], "p_value": p,
                   "n": n, "test": test, "ci_method": ci["method"]})
 
 
@@ -645,7 +579,7 @@ def min_detectable_difference(a: Any = None, b: Any = None, *, n: int | None = N
             out["mdd"] = float("nan")
         else:
             out["mdd"] = float(brentq(f, 1e-12, psi))
-        return _tidy(out)
+        return tidy(out)
     from statsmodels.stats.power import TTestPower
 
     s = float("nan") if sd is None else float(sd)
@@ -655,4 +589,4 @@ def min_detectable_difference(a: Any = None, b: Any = None, *, n: int | None = N
     else:
         es = TTestPower().solve_power(effect_size=None, nobs=n, alpha=alpha, power=power, alternative="two-sided")
         out["mdd"] = float(es) * s
-    return _tidy(out)
+    return tidy(out)
