@@ -85,6 +85,9 @@ print("blas threads", sorted((i["filepath"], i["num_threads"]) for i in threadpo
 a = np.random.default_rng(0).normal(size=(300, 300))
 print("eigenvalues", round(float(scipy.linalg.eigvalsh(a @ a.T).sum()), 6), round(float(np.linalg.det(a[:50, :50])), 3))
 print("parent is the batch", os.environ.get("JPY_PARENT_PID") == str(batch_pid))
+import signal
+print("signals", [str(signal.getsignal(s)) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE, signal.SIGCHLD)])
+print("argv", sys.orig_argv[1:3], sys.argv[0].endswith("ipykernel_launcher.py"))
 print("cwd", os.getcwd() == cwd, "path", sys.path[:3])
 print("value", value, "env", os.environ.get(execution_env, "").startswith(name + "-"))
 print(pd.DataFrame({f"a fairly long column name {i}": [i * 1.5] for i in range(12)}))
