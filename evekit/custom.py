@@ -38,7 +38,7 @@ import yaml
 
 from evekit import tasks as T
 from evekit.data import LOCAL_FORMATS, Item, Row, choices_of, parse_list
-from evekit.errors import DataError, RowError, TaskFileError
+from evekit.errors import RowError, TaskFileError
 from evekit.paths import display_path
 from evekit.metrics import entities_from_tags, entity_counts, tags_from_spans
 from evekit.parsing import parse_letters

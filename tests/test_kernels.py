@@ -1,16 +1,18 @@
-"""`evekit run`'s warm kernels (evekit.kernels), its scheduler (`waits_for`) and Ctrl-C with --jobs.
+"""`evekit run`'s warm kernels (evekit.batch.kernels), its scheduler (`waits_for`) and Ctrl-C with --jobs.
 
 A forked kernel must be indistinguishable from a fresh one: the probe notebook prints everything
 we know a library decides at import time from its surroundings, and every output is compared.
 """
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
 import threading
 import time
+import tomllib
 from pathlib import Path
 
 import nbformat
@@ -18,21 +20,74 @@ import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
 from evekit import batch
+from evekit.batch import kernels
 from evekit.runs.records import EXECUTION_ENV
 
 ROOT = Path(__file__).resolve().parent.parent
+linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="warm kernels are Linux-only")
+
+
+def _declared_provisioner() -> tuple[str, str, str]:
+    """(group, name, object) of the provisioner entry point pyproject.toml declares."""
+    points = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["entry-points"]
+    (name, value), = points[kernels.PROVISIONER_GROUP].items()
+    return kernels.PROVISIONER_GROUP, name, value
+
+
+@pytest.fixture(scope="module")
+def provisioner_path(tmp_path_factory) -> str | None:
+    """A folder to put on sys.path (and the PYTHONPATH of a batch run as a command) that registers
+    the entry point pyproject.toml declares, when the installed evekit predates it (an editable
+    install reads its entry points at install time); None when it is installed."""
+    from importlib.metadata import entry_points
+
+    group, name, value = _declared_provisioner()
+    if entry_points(group=group, name=name):
+        yield None
+        return
+    folder = tmp_path_factory.mktemp("entry_points")
+    info = folder / "evekit_warm_kernel_tests-0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: evekit-warm-kernel-tests\nVersion: 0\n")
+    (info / "entry_points.txt").write_text(f"[{group}]\n{name} = {value}\n")
+    sys.path.insert(0, str(folder))
+    yield str(folder)
+    sys.path.remove(str(folder))
+
+
+def test_the_provisioner_is_declared_as_a_jupyter_client_entry_point(provisioner_path):
+    from importlib.metadata import entry_points
+
+    from jupyter_client.provisioning.provisioner_base import KernelProvisionerBase
+
+    group, name, value = _declared_provisioner()
+    assert (name, value) == (kernels.PROVISIONER_NAME, "evekit.batch.kernels:WarmKernelProvisioner")
+    (point,) = entry_points(group=group, name=name)
+    assert point.load() is kernels.WarmKernelProvisioner
+    assert issubclass(kernels.WarmKernelProvisioner, KernelProvisionerBase)
+
 
 PROBE = '''
 import os, sys
+print("imported outside", sorted(m for m in ("tqdm.auto", "tqdm.autonotebook", "evekit") if m in sys.modules))
+import numpy as np
+import scipy.linalg
 import pandas as pd
 import matplotlib
 import matplotlib.pyplot as plt
+from threadpoolctl import threadpool_info
 from tqdm.auto import tqdm
 print("max_columns", pd.get_option("display.max_columns"))
 print("backend", matplotlib.get_backend())
 print("tqdm widgets", any(c.__module__ == "tqdm.notebook" for c in tqdm.__mro__))
 print("widget targets", sorted(get_ipython().kernel.comm_manager.targets))
+print("blas threads", sorted((i["filepath"], i["num_threads"]) for i in threadpool_info() if i["user_api"] == "blas"))
+a = np.random.default_rng(0).normal(size=(300, 300))
+print("eigenvalues", round(float(scipy.linalg.eigvalsh(a @ a.T).sum()), 6), round(float(np.linalg.det(a[:50, :50])), 3))
 print("parent is the batch", os.environ.get("JPY_PARENT_PID") == str(batch_pid))
+import signal
+print("signals", [str(signal.getsignal(s)) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE, signal.SIGCHLD)])
+print("argv", sys.orig_argv[1:3], sys.argv[0].endswith("ipykernel_launcher.py"))
 print("cwd", os.getcwd() == cwd, "path", sys.path[:3])
 print("value", value, "env", os.environ.get(execution_env, "").startswith(name + "-"))
 print(pd.DataFrame({f"a fairly long column name {i}": [i * 1.5] for i in range(12)}))
@@ -41,6 +96,7 @@ ax.plot([1, 2, 3])
 plt.show()
 for _ in tqdm(range(3), desc="bar"):
     pass
+_ = os.write(2, f"probe stderr {value}\\n".encode())
 '''
 
 
@@ -53,13 +109,16 @@ def _notebook(path: Path, body: str, params: str) -> None:
 
 
 def _outputs(executed: Path) -> list[tuple[str, str]]:
-    """(output type, text or the sorted mime types) of every output, ids and images left out."""
+    """(stream name or output type, text or the sorted mime types) of every output, ids and images
+    left out; a stream's consecutive pieces joined (where the kernel cut them depends on timing)."""
     nb = nbformat.read(executed, as_version=4)
-    out = []
+    out: list[tuple[str, str]] = []
     for cell in nb.cells:
         for o in cell.get("outputs", []):
-            if o.output_type == "stream":
-                out.append(("stream", o.text))
+            if o.output_type == "stream" and out and out[-1][0] == o.name:
+                out[-1] = (o.name, out[-1][1] + o.text)
+            elif o.output_type == "stream":
+                out.append((o.name, o.text))
             else:
                 data = o.get("data", {})
                 out.append((o.output_type, data.get("text/plain", "") if "image/png" not in data
@@ -84,44 +143,119 @@ def _probe_batch(tmp_path: Path, fresh: bool) -> dict[str, list[tuple[str, str]]
     return {p.stem: _outputs(p) for p in sorted((out / "t" / "notebooks").glob("*.ipynb"))}
 
 
-def test_a_forked_kernel_gives_the_same_outputs_as_a_fresh_one(tmp_path, monkeypatch):
+@pytest.fixture
+def forks(monkeypatch, provisioner_path) -> list[int]:
+    """The pids of the kernels the kernel server forks from here on."""
     monkeypatch.delenv("EVEKIT_FRESH_KERNELS", raising=False)
-    started = []
-    real_spawn = __import__("evekit.batch.kernels", fromlist=["KernelServer"]).KernelServer.spawn
+    started: list[int] = []
+    real = kernels.request_kernel
 
-    def spawn(self, *args, **kw):
-        pid = real_spawn(self, *args, **kw)
+    def request_kernel(*args, **kw):
+        pid = real(*args, **kw)
         started.append(pid)
         return pid
 
-    monkeypatch.setattr("evekit.batch.kernels.KernelServer.spawn", spawn)
+    monkeypatch.setattr(kernels, "request_kernel", request_kernel)
+    return started
+
+
+@linux_only
+def test_a_forked_kernel_gives_the_same_outputs_as_a_fresh_one(tmp_path, forks, capsys):
     forked = _probe_batch(tmp_path, fresh=False)
-    assert len(started) == 2                                  # both kernels came from the server
+    assert len(forks) == 2, capsys.readouterr().err            # both kernels came from the server
+    forked_err = capsys.readouterr().err
     fresh = _probe_batch(tmp_path, fresh=True)
-    assert len(started) == 2                                  # ... and none with --fresh-kernels
+    assert len(forks) == 2                                      # ... and none with --fresh-kernels
+    fresh_err = capsys.readouterr().err
     assert forked == fresh
-    text = "".join(t for kind, t in forked["probe.a"] if kind == "stream")
+    text = "".join(t for kind, t in forked["probe.a"] if kind == "stdout")
+    assert "imported outside []" in text
     assert "max_columns 20" in text and "backend module://matplotlib_inline.backend_inline" in text
     assert "tqdm widgets True" in text and "jupyter.widget" in text
+    threads = json.loads(subprocess.run([sys.executable, "-c", kernels._FRESH_THREADS], capture_output=True,
+                                        text=True, check=True).stdout)
+    blas = sorted((t["filepath"], t["num_threads"]) for t in threads if t["user_api"] == "blas")
+    assert blas and f"blas threads {blas}" in text                 # a fresh interpreter's, not the server's 1
     assert "parent is the batch True" in text and "cwd True path" in text and "value a env True" in text
     assert any(kind == "display_data" and t.startswith("image/png") for kind, t in forked["probe.a"])
+    for err in (forked_err, fresh_err):                         # the kernel's stderr file, passed on
+        assert "kernel: probe stderr a" in err and "kernel: probe stderr b" in err
+        assert "without the warm kernel server" not in err and "the usual way" not in err
 
 
-def test_a_kernel_server_that_cannot_start_falls_back_to_fresh_kernels(tmp_path, monkeypatch, capsys):
-    def broken(self, *args, **kw):
+@linux_only
+def test_a_kernel_server_that_fails_falls_back_to_fresh_kernels(tmp_path, monkeypatch, capsys, provisioner_path):
+    monkeypatch.delenv("EVEKIT_FRESH_KERNELS", raising=False)
+
+    def broken(*args, **kw):
         raise RuntimeError("the kernel server exited")
 
-    monkeypatch.setattr("evekit.batch.kernels.KernelServer.spawn", broken)
+    monkeypatch.setattr(kernels, "request_kernel", broken)
     forked = _probe_batch(tmp_path, fresh=False)
     assert "a kernel starts without the warm kernel server (the kernel server exited)" in capsys.readouterr().err
     assert set(forked) == {"probe.a", "probe.b"}
 
 
-def test_forked_kernel_process_handle_sees_the_kernel_die():
-    from evekit.batch.kernels import ForkedKernelProcess
+def test_without_linux_kernels_start_the_usual_way_with_a_note(monkeypatch, capsys):
+    monkeypatch.delenv("EVEKIT_FRESH_KERNELS", raising=False)
+    monkeypatch.setattr(sys, "platform", "darwin")
+    assert kernels.start_kernel_server() is None
+    assert capsys.readouterr().err.strip() == \
+        "evekit run: note: kernels start the usual way (warm kernels are Linux-only (this is darwin))"
+    monkeypatch.setenv("EVEKIT_FRESH_KERNELS", "1")                # asked not to: no note
+    assert kernels.start_kernel_server() is None and capsys.readouterr().err == ""
 
+
+def _request(server: kernels.KernelServer, cmd: list[str], env: dict[str, str], stderr: int = 2) -> int:
+    return kernels.request_kernel(server.address, cmd, {**env, "JPY_PARENT_PID": str(os.getpid())},
+                                  os.getcwd(), 1, stderr)
+
+
+@linux_only
+def test_the_server_forks_only_single_threaded_and_only_its_own_kernel_with_its_environment(tmp_path):
+    kernel = [sys.executable, "-m", "ipykernel_launcher", "-f", str(tmp_path / "k.json")]
+    with kernels.KernelServer() as server:
+        with pytest.raises(RuntimeError, match="not this interpreter's IPython kernel"):
+            _request(server, ["/usr/bin/python3", *kernel[1:]], dict(os.environ))
+        with pytest.raises(RuntimeError, match="environment differs from the server's in MPLCONFIGDIR"):
+            _request(server, kernel, {**os.environ, "MPLCONFIGDIR": str(tmp_path), "EVEKIT_X": "1"})
+    # The checks before every fork, in a process that has imported nothing else
+    probe = ("import json, os, sys, threading\n"
+             "from evekit.batch.kernels import _fork_refusal\n"
+             f"request = {{'cmd': {kernel!r}, 'env': dict(os.environ)}}\n"
+             "said = [_fork_refusal(request, dict(os.environ))]\n"
+             "stop = threading.Event(); worker = threading.Thread(target=stop.wait); worker.start()\n"
+             "said.append(_fork_refusal(request, dict(os.environ))); stop.set(); worker.join()\n"
+             "import tqdm.auto\n"
+             "said.append(_fork_refusal(request, dict(os.environ)))\n"
+             "print(json.dumps(said))")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT)
+    assert json.loads(done.stdout) == [None, "the kernel server runs 2 threads",
+                                       "tqdm.auto, tqdm.autonotebook was imported outside a kernel"], done.stderr
+
+
+@linux_only
+def test_the_server_has_one_thread_and_no_kernel_deciding_module_once_everything_is_imported():
+    """What `serve` imports, in the server's environment: no thread is left running (so fork is
+    safe) and nothing that decides at import time whether it is in a kernel was imported."""
+    probe = ("import importlib, json, os, sys\n"
+             "from evekit.batch.kernels import PRELOAD, KERNEL_DECIDED\n"
+             "for m in PRELOAD: importlib.import_module(m)\n"
+             "print(json.dumps([len(os.listdir('/proc/self/task')), [m for m in KERNEL_DECIDED if m in sys.modules],"
+             " [m for m in PRELOAD if m not in sys.modules]]))")
+    env = {**os.environ, **kernels._single_threaded(dict(os.environ)), "MPLBACKEND": kernels.INLINE_BACKEND}
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == [1, [], []]
+    unlimited = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT,
+                               env={k: v for k, v in env.items() if k not in ("OPENBLAS_NUM_THREADS", "JE_ARROW_MALLOC_CONF")})
+    if (os.cpu_count() or 1) > 1:  # the limits are what keeps it single-threaded
+        assert json.loads(unlimited.stdout)[0] > 1
+
+
+def test_forked_kernel_process_handle_sees_the_kernel_die():
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
-    handle = ForkedKernelProcess(child.pid)
+    handle = kernels.ForkedKernelProcess(child.pid)
     assert handle.poll() is None
     handle.kill()
     child.wait(timeout=10)  # reaped by its real parent, as the kernel server reaps its kernels
@@ -193,7 +327,7 @@ def test_the_scheduler_starts_each_file_when_its_needs_are_met_and_keeps_both_sl
 
 
 # -- Ctrl-C with --jobs 2 ----------------------------------------------------------------------
-def test_ctrl_c_with_jobs_stops_the_running_notebooks_at_once(tmp_path):
+def test_ctrl_c_with_jobs_stops_the_running_notebooks_at_once(tmp_path, provisioner_path):
     from conftest import default_sigint
 
     nb_dir = tmp_path / "notebooks"
@@ -211,13 +345,13 @@ def test_ctrl_c_with_jobs_stops_the_running_notebooks_at_once(tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "evekit.cli", "run", "--jobs", "2", "--no-html",
                              "--notebooks-dir", str(nb_dir), "--output-dir", str(tmp_path / "out"), *params],
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONPATH": str(ROOT)},
+                            env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), provisioner_path]))},
                             preexec_fn=default_sigint)
     deadline = time.monotonic() + 120
     while len(list(pids.iterdir())) < 2 and time.monotonic() < deadline:
         time.sleep(0.2)
-    kernels = [int(p.name) for p in pids.iterdir()]
-    assert len(kernels) == 2, "two notebooks should be running"
+    running = [int(p.name) for p in pids.iterdir()]
+    assert len(running) == 2, "two notebooks should be running"
     interrupted = time.monotonic()
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)
@@ -225,8 +359,9 @@ def test_ctrl_c_with_jobs_stops_the_running_notebooks_at_once(tmp_path):
     assert proc.returncode == 130, err
     assert took < 20, f"Ctrl-C took {took:.1f} s"
     assert "stopped 2 running notebook kernel(s)" in err
+    assert "the usual way" not in err and "without the warm kernel server" not in err  # they were forked
     time.sleep(0.5)
-    for pid in kernels:
+    for pid in running:
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
     assert "slow.c" not in out  # the third never started

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from evekit.batch.html import render_html, warm_html_exporter
-from evekit.batch.kernels import _quiet_kernel_manager, _start_kernel_server, forward_kernel_stderr
+from evekit.batch.kernels import forward_kernel_stderr, kernel_manager_class, start_kernel_server
 from evekit.batch.paramfiles import RunFile, check_param_files, read_run_file
 from evekit.batch.schedule import _run_scheduled, endpoint_limits, run_order, start_priority, waits_for
 from evekit.paths import REPO_ROOT, display_path, safe_name
@@ -124,8 +124,8 @@ def run_one(params_file: Path | RunFile, notebooks_dir: Path, server_url: str | 
         with ProgressReporter(stem, executed, progress_every, prefix):
             pm.execute_notebook(str(notebook), str(executed), parameters=run.injected, cwd=str(REPO_ROOT),
                                 kernel_name="python3", progress_bar=False, log_output=False,
-                                kernel_manager_class=_quiet_kernel_manager(kernel_stderr, kernel_env,
-                                                                           kernel_server))
+                                kernel_manager_class=kernel_manager_class(kernel_stderr, kernel_env,
+                                                                          kernel_server))
     except Exception as exc:  # papermill has written the notebook with its error banner
         ok = False
         message = str(exc).strip().splitlines()
@@ -204,7 +204,7 @@ def run_batch(param_files: list[str], *, serve: bool = False, output_dir: str | 
     kernel_server = None
     try:
         # Its imports overlap the embedded server's start. One notebook gains nothing from it.
-        kernel_server = _start_kernel_server(fresh_kernels) if len(paths) > 1 else None
+        kernel_server = start_kernel_server(fresh_kernels) if len(paths) > 1 else None
         if html:
             warm_html_exporter()
         server_url = None if serve else check_url

@@ -494,7 +494,6 @@ class TaskRun(NotebookRun):
 
     # -- metrics ------------------------------------------------------------------------------
     def compute_metrics(self) -> dict[str, dict]:
-        from evekit import judges as judging
 
         assert self.samples is not None, "run generate() first"
         self.metrics = self._metrics_of(self.samples)
@@ -734,7 +733,6 @@ class TaskRun(NotebookRun):
         out = []
         for i, (item, request) in enumerate(zip(self.items, self.requests)):
             row = s.iloc[i]
-            res = self.results[i] if i < len(self.results) else None
             sent = ({"messages": [dict(m) for m in request.messages]} if request.messages is not None
                     else {"prompt": request.prompt})
             out.append({
