@@ -46,7 +46,6 @@ __all__ = [
     "score_samples",
     "score_codes",
     "task_metrics",
-    "count_failures",
     "headline_metric",
     "metric_column",
     "context_columns",
@@ -873,13 +872,6 @@ def add_logprob_scores(task: Task | str, items: Sequence[Item], results: Sequenc
                      for it, a in zip(items, lp["logprob_answer"])]
             df.loc[ok, "pred_code"] = pd.Series(codes, index=df.index)[ok]
     return df
-
-
-def count_failures(df: pd.DataFrame) -> dict[str, int]:
-    """{"n": items, "n_unparsed": model failures (scored wrong), "n_failed": infrastructure failures}."""
-    failed = df["failed"].astype(bool) if "failed" in df.columns else pd.Series(False, index=df.index)
-    unparsed = df["unparsed"].astype(bool) if "unparsed" in df.columns else pd.Series(False, index=df.index)
-    return {"n": int(len(df)), "n_unparsed": int((unparsed & ~failed).sum()), "n_failed": int(failed.sum())}
 
 
 def metrics_by_group(df: pd.DataFrame, summarize: Callable[[pd.DataFrame], dict[str, dict]]) -> pd.DataFrame:

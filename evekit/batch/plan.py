@@ -48,6 +48,7 @@ from evekit.client import endpoint_path, request_body
 from evekit.errors import EvekitError, ParameterError
 from evekit.gguf import GgufTokenizer
 from evekit.paths import REPO_ROOT, display_path, resolve_path
+from evekit.report import shown
 from evekit.demo import is_demo_model
 from evekit.server import default_model_path
 from evekit.types import JUDGE_MAX_TOKENS, GenerationRequest, GenerationResult, Usage
@@ -455,12 +456,12 @@ def main(param_files: Sequence[str], *, out: str | None = None, prices: str | No
         print(f"evekit plan: {exc}", file=sys.stderr)
         return 2
     table = plan_table(plans, table_prices)
-    shown = ["run", "role", "model", "calls", "cached", "failed_in_batch", "to_send", "upper_bound",
+    columns = ["run", "role", "model", "calls", "cached", "failed_in_batch", "to_send", "upper_bound",
              "prompt_tokens", "completion_tokens_max", "cost_usd_max"]
     with pd.option_context("display.width", 200, "display.max_columns", None, "display.max_colwidth", 60):
-        print(_shown(table[shown]).to_string(index=False))
+        print(shown(table[columns]).to_string(index=False))
         print("\nper endpoint (a call that runs share through one cache counts once):")
-        print(_shown(endpoint_table(plans, table_prices)).to_string(index=False))
+        print(shown(endpoint_table(plans, table_prices)).to_string(index=False))
     print()
     for plan in plans:
         print(f"{plan.label}: {plan.next_round()}")
@@ -475,7 +476,3 @@ def main(param_files: Sequence[str], *, out: str | None = None, prices: str | No
     table.to_csv(path, index=False)
     print(f"plan written to {display_path(path)}")
     return 0
-
-
-def _shown(table: pd.DataFrame) -> pd.DataFrame:
-    return table.astype(object).where(table.notna(), "–")
