@@ -79,6 +79,12 @@ def _plan(args: argparse.Namespace) -> int:
     return plan_main(args.params, out=args.out, prices=args.prices, notebooks_dir=args.notebooks_dir)
 
 
+def _init(args: argparse.Namespace) -> int:
+    from evekit.scaffold import main as init_main
+
+    return init_main(args)
+
+
 def _batch(args: argparse.Namespace) -> int:
     from evekit.batch.batchfile import main_export, main_import
 
@@ -96,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     files.add_argument("params", nargs="+", help="YAML files named <notebook>[.<variant>].yaml")
     files.add_argument("--notebooks-dir", default=None, help="where the notebooks are (default: the repo's)")
     parser.add_argument("--version", action="version", version=f"evekit {evekit.__version__}")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{serve,run,plan,batch,prepare}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{serve,run,plan,batch,init,prepare}")
 
     serve = sub.add_parser("serve", help="start the embedded llama.cpp model server",
                            description="Start the embedded model (SmolLM2-135M-Instruct on llama.cpp's "
@@ -166,6 +172,26 @@ def main(argv: list[str] | None = None) -> int:
     imp.add_argument("params", nargs="+", help="the parameter files whose calls were exported")
     imp.add_argument("--notebooks-dir", default=None, help="where the notebooks are (default: the repo's)")
     imp.set_defaults(func=_batch)
+
+    init = sub.add_parser("init", help="write a complete set of parameter files for your endpoint",
+                          description="Write one parameter file per task for your model (with its judges), a "
+                                      "judge validation, with --baseline a second open_ended run and the win rate "
+                                      "against it, and the summary, each value commented; then print the "
+                                      "`evekit plan` and `evekit run` commands to run next.")
+    init.add_argument("dir", help="the folder to write the parameter files to")
+    init.add_argument("--model", required=True, help="the model's name at the endpoint")
+    init.add_argument("--base-url", "--api-base", dest="base_url", required=True,
+                      help="the OpenAI-compatible endpoint, e.g. http://localhost:8000/v1")
+    init.add_argument("--api-key-env", default=None, help="the NAME of the environment variable holding the key")
+    init.add_argument("--judge", action="append", metavar="NAME=MODEL@URL", help="a judge (repeatable)")
+    init.add_argument("--judge-key-env", default=None,
+                      help="the NAME of the judges' key variable (default: --api-key-env)")
+    init.add_argument("--baseline", default=None, metavar="MODEL@URL",
+                      help="a second model on open_ended, compared with yours in a win rate")
+    init.add_argument("--tasks", nargs="+", default=None, help="only these tasks (default: all six)")
+    init.add_argument("--sample", action="store_true",
+                      help="use the bundled EO sample in data/ instead of the hub datasets")
+    init.set_defaults(func=_init)
 
     prep = sub.add_parser("prepare", help="download datasets while online for later offline=True runs",
                           description="Save every split of the six EVE datasets (and any --dataset) as "

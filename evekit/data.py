@@ -228,10 +228,11 @@ def _offline_mode() -> Iterator[None]:
         yield
 
 
-def _hub_hint(example: str | None) -> str:
+def _hub_hint(example: str | None, source: str | None = None) -> str:
     example = example or "data/open_ended.jsonl"
-    return (f"pass a local file in the same schema instead, e.g. dataset={example!r} "
-            "(JSONL, Parquet or CSV)")
+    prepare = f"evekit prepare --dataset {source}" if source else "evekit prepare"
+    return (f"run `{prepare}` on a machine with network first (offline runs and `evekit plan` then read its copy), or pass a local file in the "
+            f"same schema, e.g. dataset={example!r} (JSONL, Parquet or CSV)")
 
 
 def _check_text_file(path: Path) -> None:
@@ -318,11 +319,11 @@ def load_rows(dataset: str | os.PathLike[str], split: str = "train",
                     raise DataError(
                         f"cannot load {source!r}: the Hugging Face Hub cannot be reached (no network, "
                         f"or HF_HUB_OFFLINE is set) and split {split!r} is not in the local datasets cache "
-                        f"({type(exc).__name__}); {_hub_hint(local_example)}"
+                        f"({type(exc).__name__}); {_hub_hint(local_example, source)}"
                     ) from exc
                 raise DataError(f"cannot load {source!r} (split {split!r}) from the Hugging Face Hub: "
                                 f"{type(exc).__name__}: {exc}. If the Hub is unreachable, "
-                                f"{_hub_hint(local_example)}") from exc
+                                f"{_hub_hint(local_example, source)}") from exc
     if isinstance(ds, datasets.DatasetDict):  # pragma: no cover - split is always given
         ds = ds[split]
     return ds.to_list(), list(ds.column_names), source

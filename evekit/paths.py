@@ -1,10 +1,14 @@
 """Where things are: the repository root, how a relative path given by a user is resolved, and
 the per-user cache folder.
 
-One rule everywhere (parameters, datasets, task files, batch runs): a relative path is taken
-from the working directory when it exists there, else from the repository root. So
-`papermill notebooks/x.ipynb ... -p dataset data/x.jsonl` works from the repository root, from
-`notebooks/` and from anywhere else.
+Two rules, one for what is read and one for what is written:
+- a file or folder that is read (a dataset, a task file, labels, an answer file) is taken from the
+  working directory when it exists there, else from the evekit checkout (`resolve_path`), so the
+  bundled `data/...` works from anywhere;
+- what a run writes (output_dir, cache_dir) goes to the working directory (`output_path`), never
+  into the installed package or the checkout, unless the working directory is inside the checkout
+  (JupyterLab in `notebooks/`, `make demo`): then it is taken from the checkout's root, so a
+  notebook and `evekit run` agree on where `outputs/` is.
 """
 from __future__ import annotations
 
@@ -12,7 +16,7 @@ import os
 import re
 from pathlib import Path
 
-__all__ = ["REPO_ROOT", "resolve_path", "display_path", "safe_name", "user_cache_dir"]
+__all__ = ["REPO_ROOT", "resolve_path", "output_path", "display_path", "safe_name", "user_cache_dir"]
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -24,19 +28,37 @@ def user_cache_dir() -> Path:
 
 
 def resolve_path(path: str | os.PathLike[str]) -> Path:
-    """`path` as given when absolute or present from the working directory, else from REPO_ROOT."""
+    """A path that is read: as given when absolute or present from the working directory, else from
+    REPO_ROOT when it is there (bundled data), else where a run would write it (`output_path`): a
+    file another run of the batch has yet to write."""
     p = Path(path).expanduser()
     if p.is_absolute() or p.exists():
         return p
-    return REPO_ROOT / p
+    if (REPO_ROOT / p).exists():
+        return REPO_ROOT / p
+    return output_path(p)
+
+
+def output_path(path: str | os.PathLike[str]) -> Path:
+    """Where a run writes `path` (or finds what it wrote): as given when absolute; inside the evekit
+    checkout, from its root; elsewhere, from the working directory."""
+    p = Path(path).expanduser()
+    if p.is_absolute():
+        return p
+    cwd = Path.cwd().resolve()
+    return REPO_ROOT / p if cwd == REPO_ROOT or REPO_ROOT in cwd.parents else cwd / p
 
 
 def display_path(path: Path) -> str:
-    """`path` relative to the repository root when inside it (shorter and machine-independent)."""
-    try:
-        return str(Path(path).resolve().relative_to(REPO_ROOT))
-    except ValueError:
-        return str(path)
+    """`path` as a reader should see it: relative to the evekit checkout when inside it, else
+    relative to the working directory when inside that (shorter and machine-independent)."""
+    resolved = Path(path).resolve()
+    for root in (REPO_ROOT, Path.cwd().resolve()):
+        try:
+            return str(resolved.relative_to(root))
+        except ValueError:
+            continue
+    return str(path)
 
 
 _SAFE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+=@-]*")

@@ -85,6 +85,17 @@ SAMPLE_COLUMNS = ["doc_id", "doc.Question", "target", "filtered_resps", "respons
                   "truncated"]
 # How a multiple-choice item's options read in samples.csv (`doc.Choices`): "A. text | B. text | ...".
 CHOICES_SEPARATOR = " | "
+# `max_tokens: None` means the task's EVE default, capped here: EVE's 10,000 and 40,000 are more than
+# many servers accept (vLLM refuses more than the model's context window less the prompt). Set
+# max_tokens to EVE's value to reproduce EVE exactly; an answer cut off is marked `truncated`.
+MAX_TOKENS_CAP = 2048
+
+
+def default_max_tokens(task: "Task") -> int:
+    """The reply length of `max_tokens: None`: the task's EVE default, at most MAX_TOKENS_CAP."""
+    return min(task.default_max_tokens, MAX_TOKENS_CAP)
+
+
 # The finish_reason of an answer cut off at max_tokens (OpenAI-compatible servers).
 TRUNCATED_REASON = "length"
 
@@ -629,7 +640,7 @@ def build_requests(
     if api not in ("chat", "completions"):
         raise ValueError(f"api must be 'chat' or 'completions', got {api!r}")
     n = task.default_num_fewshot if num_fewshot is None else int(num_fewshot)
-    max_tokens = task.default_max_tokens if max_tokens is None else int(max_tokens)
+    max_tokens = default_max_tokens(task) if max_tokens is None else int(max_tokens)
     pool = items if pool is None else pool
     requests, short = [], 0
     for item in items:

@@ -144,7 +144,9 @@ def test_rendering_details():
 def test_defaults_from_task_when_not_given():
     items = items_for("open_ended")
     reqs = T.build_requests("open_ended", items, api="chat")
-    assert reqs[0].max_tokens == 40000
+    assert T.get_task("open_ended").default_max_tokens == 40000   # EVE's, kept as the task's fact
+    assert reqs[0].max_tokens == T.MAX_TOKENS_CAP == 2048          # what a request asks for by default
+    assert T.build_requests("hallucination_detection", items_for("hallucination_detection"))[0].max_tokens == 100
     assert len(reqs[0].messages) == 1 + 2 * 5 + 1  # five shots (EVE default)
 
 

@@ -15,7 +15,7 @@ from evekit.batch.html import render_html, warm_html_exporter
 from evekit.batch.kernels import forward_kernel_stderr, kernel_manager_class, start_kernel_server
 from evekit.batch.paramfiles import RunFile, check_param_files, read_run_file
 from evekit.batch.schedule import _run_scheduled, endpoint_limits, run_order, start_priority, waits_for
-from evekit.paths import REPO_ROOT, display_path, safe_name
+from evekit.paths import REPO_ROOT, display_path, output_path, safe_name
 from evekit.runs.records import EXECUTION_ENV, RUN_RECORD, find_run_records
 
 def saved_output_dirs(out_root: Path, execution: str) -> list[Path]:
@@ -108,7 +108,7 @@ def run_one(params_file: Path | RunFile, notebooks_dir: Path, server_url: str | 
         Path(params_file), notebooks_dir, server_url, output_dir=output_dir, check_files=False)
     notebook = Path(notebooks_dir) / f"{run.notebook}.ipynb"
     out_root = Path(run.output_dir)
-    out_root = out_root if out_root.is_absolute() else REPO_ROOT / out_root
+    out_root = output_path(out_root)
     # The run folder's name is made safe like every folder name: no `..`, no `/` (never outside output_dir).
     run_dir = out_root / safe_name(run.run_name)
     stem = run.path.stem
@@ -122,7 +122,7 @@ def run_one(params_file: Path | RunFile, notebooks_dir: Path, server_url: str | 
     os.close(fd)
     try:
         with ProgressReporter(stem, executed, progress_every, prefix):
-            pm.execute_notebook(str(notebook), str(executed), parameters=run.injected, cwd=str(REPO_ROOT),
+            pm.execute_notebook(str(notebook), str(executed), parameters=run.injected, cwd=os.getcwd(),
                                 kernel_name="python3", progress_bar=False, log_output=False,
                                 kernel_manager_class=kernel_manager_class(kernel_stderr, kernel_env,
                                                                           kernel_server))
@@ -179,6 +179,8 @@ def run_batch(param_files: list[str], *, serve: bool = False, output_dir: str | 
     unless `fresh_kernels` (or EVEKIT_FRESH_KERNELS=1) asks for a new interpreter each.
     """
     import shutil
+
+    import papermill  # noqa: F401  (imported here, once: notebooks started in threads would import it together)
 
     from evekit.batch.index import write_index
     from evekit.endpoints import limit_environment

@@ -42,12 +42,13 @@ import pandas as pd
 import yaml
 
 from evekit.batch.paramfiles import SERVER_URL_PLACEHOLDER, check_param_files, load_params, read_run_file
+from evekit.runs.params import files_checked
 from evekit.runs.registry import KINDS
 from evekit.cache import ResponseCache, key_fields, key_of_fields
 from evekit.client import endpoint_path, request_body
 from evekit.errors import EvekitError, ParameterError
 from evekit.gguf import GgufTokenizer
-from evekit.paths import REPO_ROOT, display_path, resolve_path
+from evekit.paths import REPO_ROOT, display_path, output_path, resolve_path
 from evekit.report import shown
 from evekit.demo import is_demo_model
 from evekit.server import default_model_path
@@ -242,10 +243,13 @@ def plan_files(param_files: Iterable[str | Path], *, notebooks_dir: str | Path |
             if kind is None or kind.plan_note is not None:
                 plan.note = kind.plan_note if kind is not None else "not planned: a notebook of no kind"
                 continue
-            # plan reads prepared copies and local files only, like an offline run
-            namespace = {**f.injected, "offline": True}
+            # The planning client never sends a call; `offline` here only decides where the rows come
+            # from: a local file or a copy `evekit prepare` made, else the hub (which says to run
+            # `evekit prepare` when it cannot be reached).
+            namespace = {**f.injected, "offline": _has_local_rows(f.injected)}
             try:
-                run = kind.load_runner().from_notebook(namespace)
+                with files_checked(False):  # what it shows may be written by another run of the batch
+                    run = kind.load_runner().from_notebook(namespace)
                 plan.task = run.task.name
                 _play(run, plan, caches)
             except EvekitError as exc:  # which file it was; a hub dataset needs `evekit prepare` first
@@ -255,6 +259,17 @@ def plan_files(param_files: Iterable[str | Path], *, notebooks_dir: str | Path |
             for cache in caches.values():
                 cache.close()
     return plans
+
+
+def _has_local_rows(values: dict[str, Any]) -> bool:
+    """The run's rows need no network: a local dataset, or a hub dataset `evekit prepare` copied."""
+    from evekit.prepare import resolve_prepared
+    from evekit.tasks import TASKS
+
+    dataset = values.get("dataset") or (TASKS[values["task"]].hub_id if values.get("task") in TASKS else None)
+    if not dataset or Path(str(dataset)).suffix:
+        return True
+    return resolve_prepared(str(dataset), str(values.get("split") or "train")) is not None
 
 
 def _play(run: Any, plan: RunPlan, caches: dict[Path, ResponseCache]) -> None:
@@ -441,7 +456,7 @@ def default_plan_path(plans: Sequence[RunPlan]) -> Path:
                 pass
             break
     root = Path(out)
-    return (root if root.is_absolute() else REPO_ROOT / root) / "plan.csv"
+    return output_path(root) / "plan.csv"
 
 
 def main(param_files: Sequence[str], *, out: str | None = None, prices: str | None = None,

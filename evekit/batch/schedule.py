@@ -13,7 +13,7 @@ from typing import Any
 
 from evekit.batch.kernels import stop_kernels
 from evekit.batch.paramfiles import RunFile, notebook_name
-from evekit.paths import REPO_ROOT
+from evekit.paths import resolve_path
 from evekit.runs.registry import OWN_NOTEBOOK_PHASE, notebooks
 
 __all__ = ["phase_of", "run_order", "phases", "endpoint_limits", "inputs_of", "Needs", "waits_for", "start_priority"]
@@ -75,12 +75,12 @@ def endpoint_limits(files: list[RunFile]) -> dict[str, int]:
 
 def inputs_of(run: RunFile) -> list[Path] | None:
     """The files a run reads that another run of the batch may write (`RunKind.reads`), as the
-    notebook (cwd: the repo) resolves them; None: it reads every result of its run (the summary)."""
+    notebook resolves them (`paths.resolve_path`); None: it reads every result of its run (the summary)."""
     named = run.reads()
     if named is None:
         return None
     paths = [Path(os.path.expandvars(p)).expanduser() for p in named if isinstance(p, str) and p]
-    return [p if p.is_absolute() else REPO_ROOT / p for p in paths]
+    return [resolve_path(p) for p in paths]
 
 
 class Needs:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Iterator, Literal, Mapping, Sequence
 
 from evekit.errors import ParameterError, unknown_names
-from evekit.paths import resolve_path
+from evekit.paths import output_path, resolve_path
 from evekit.types import JUDGE_MAX_TOKENS, JudgeSpec
 
 __all__ = ["files_checked", "check_files", "param", "Params", "OnTask", "Seeded", "Limited", "SeedLimit", "Judging", "ShowsValidation", "BothOrders", "Client", "Output", "injected_parameters", "check_injected",
@@ -49,17 +49,20 @@ def param(default: Any = MISSING, *, help: str, group: str, minimum: float | Non
 
 
 _CHECK_FILES = contextvars.ContextVar("evekit_check_files", default=True)
+_CHECK_ENVIRONMENT = contextvars.ContextVar("evekit_check_environment", default=True)
 
 
 @contextlib.contextmanager
-def files_checked(check: bool) -> Iterator[None]:
+def files_checked(check: bool, *, environment: bool = True) -> Iterator[None]:
     """Within: parameter checks that input files exist run only when `check` (a batch checks its
-    files before the runs that write their inputs have run)."""
-    token = _CHECK_FILES.set(check)
+    files before the runs that write their inputs have run); checks that key variables are set only
+    when `environment` (`evekit init` writes files for a shell that may not have them yet)."""
+    token, env_token = _CHECK_FILES.set(check), _CHECK_ENVIRONMENT.set(environment)
     try:
         yield
     finally:
         _CHECK_FILES.reset(token)
+        _CHECK_ENVIRONMENT.reset(env_token)
 
 
 def check_files() -> bool:
@@ -332,6 +335,8 @@ class Judging(Params):
 
     def check_key_variables(self, offline: bool) -> None:
         """Each judge's key variable is set (unless the run only replays the cache)."""
+        if not _CHECK_ENVIRONMENT.get():
+            return
         for j in self.judge_specs():
             if j.api_key_env and not offline and j.api_key_env not in os.environ:
                 raise ParameterError(f"judge {j.name!r}: environment variable {j.api_key_env} "
@@ -372,7 +377,7 @@ class Client(Params):
 
     @property
     def cache_path(self) -> Path:
-        return resolve_path(self.cache_dir)
+        return output_path(self.cache_dir)
 
     def client_settings(self) -> dict[str, Any]:
         """The keyword arguments every model client and judge panel of the run takes."""
@@ -390,4 +395,4 @@ class Output(Params):
         """<output_dir>/<run_name> (the name made safe as a folder name)."""
         from evekit.paths import safe_name
 
-        return resolve_path(self.output_dir) / safe_name(self.run_name)
+        return output_path(self.output_dir) / safe_name(self.run_name)

@@ -16,7 +16,7 @@ from typing import Any
 
 import pandas as pd
 
-from evekit.paths import display_path, resolve_path
+from evekit.paths import display_path, output_path
 from evekit.runs.base import NotebookRun
 from evekit.runs.summary import board as lb
 from evekit.runs.summary.kind import KIND
@@ -32,7 +32,7 @@ class SummaryRun(NotebookRun):
 
     def __init__(self, config: SummaryParams, clients: Any = None) -> None:
         super().__init__(config, clients)
-        self.entries = lb.collect(resolve_path(config.output_dir), self.runs)
+        self.entries = lb.collect(output_path(config.output_dir), self.runs)
         self.board = lb.leaderboard(self.entries)
         self.figure: Any = None
         self.tests: pd.DataFrame | None = None
@@ -79,7 +79,7 @@ class SummaryRun(NotebookRun):
         return table.astype(object).where(table.notna(), "–")
 
     def rankings(self) -> pd.DataFrame | None:
-        ranked = lb.rankings(resolve_path(self.config.output_dir), self.runs)
+        ranked = lb.rankings(output_path(self.config.output_dir), self.runs)
         if not len(ranked):
             print("No ranking in these runs.")
             return None

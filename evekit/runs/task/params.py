@@ -25,7 +25,8 @@ class TaskParams(OnTask, SeedLimit, ShowsValidation, Judging, Client, Output):
     api_key_env: str | None = param(None, help="NAME of the environment variable holding the key", group="model")
     api: Literal["chat", "completions"] = param("chat", help='"chat" or "completions"', group="model")
     temperature: float = param(0.0, help="0.0: greedy", group="model", minimum=0)
-    max_tokens: int | None = param(None, help="None: the EVE default of the task", group="model", minimum=1)
+    max_tokens: int | None = param(None, help="None: the task's EVE default, at most 2048", group="model",
+                                   minimum=1)
     num_fewshot: int | None = param(None, help="None: the EVE default of the task", group="model", minimum=0)
     fewshot_sampler: Literal["first_n", "random"] = param("first_n", help='"first_n" (EVE) or "random"',
                                                           group="model")

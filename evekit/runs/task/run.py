@@ -131,7 +131,7 @@ class TaskRun(NotebookRun):
     @property
     def max_tokens(self) -> int:
         c = self.config
-        return self.task.default_max_tokens if c.max_tokens is None else c.max_tokens
+        return tasks.default_max_tokens(self.task) if c.max_tokens is None else c.max_tokens
 
     @property
     def dataset(self) -> str:
