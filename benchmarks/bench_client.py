@@ -22,6 +22,13 @@ cached replay < 2 s.
 
     python benchmarks/bench_client.py                       # 2,000 requests, 10, 50, 200 ms, 3 rounds
     python benchmarks/bench_client.py --n 300 --rounds 1    # quick try
+    python benchmarks/bench_client.py --options             # CPU per call of the candidate hot paths
+
+`--options` times the ways one POST could be made (issue 23: the client's hot path without openai's
+private API and with one HTTP library), each a semaphore + POST loop with the reply parsed by
+json.loads: aiohttp alone (what the client does), httpx2 alone (openai's own HTTP library), and the
+public `openai.AsyncOpenAI` with `with_raw_response` or `client.post(..., cast_to=httpx2.Response)`, on
+its default transport and on `openai.DefaultAioHttpClient`, and the parsed `chat.completions.create`.
 """
 from __future__ import annotations
 
@@ -36,6 +43,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
@@ -109,6 +117,81 @@ def evekit_run(base_url: str, reqs: list[GenerationRequest], concurrency: int, c
     assert not any(r.failed for r in results), [r.error for r in results if r.failed][:3]
     client.close()
     return elapsed, client
+
+
+OPTIONS = ("aiohttp", "httpx2", "openai raw", "openai post", "openai raw (aiohttp)", "openai post (aiohttp)",
+           "openai parsed")
+
+
+async def option_run(kind: str, base_url: str, reqs: list[GenerationRequest], concurrency: int) -> tuple[float, float]:
+    """(wall seconds, CPU seconds) of one candidate hot path over `reqs`."""
+    import aiohttp
+    import httpx2
+    import openai
+
+    sem = asyncio.Semaphore(concurrency)
+    url = base_url + "/chat/completions"
+    headers = {"Authorization": "Bearer EMPTY", "Content-Type": "application/json"}
+    if kind == "aiohttp":
+        session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=concurrency), headers=headers)
+
+        async def one(b: dict) -> dict:
+            async with sem, session.post(url, data=json.dumps(b).encode()) as r:
+                return json.loads(await r.read())
+        close = session.close
+    elif kind == "httpx2":
+        client = httpx2.AsyncClient(limits=httpx2.Limits(max_connections=concurrency), headers=headers)
+
+        async def one(b: dict) -> dict:
+            async with sem:
+                return json.loads((await client.post(url, content=json.dumps(b).encode())).content)
+        close = client.aclose
+    else:
+        http = openai.DefaultAioHttpClient() if kind.endswith("(aiohttp)") else None
+        # a long timeout: on a loaded machine openai's 5 s connect timeout fails a benchmark round
+        oc = openai.AsyncOpenAI(base_url=base_url, api_key="EMPTY", max_retries=0, http_client=http, timeout=600.0)
+
+        async def one(b: dict) -> Any:
+            async with sem:
+                if kind.startswith("openai raw"):
+                    return json.loads((await oc.chat.completions.with_raw_response.create(**b)).content)
+                if kind.startswith("openai post"):
+                    return json.loads((await oc.post("/chat/completions", body=b, cast_to=httpx2.Response)).content)
+                return (await oc.chat.completions.create(**b)).model_dump()
+        close = oc.close
+    bodies = [body(r) for r in reqs]
+    t, cpu = time.perf_counter(), time.process_time()
+    out = await asyncio.gather(*(one(b) for b in bodies))
+    seconds, cpu_s = time.perf_counter() - t, time.process_time() - cpu
+    await close()
+    assert all(o["choices"] for o in out)
+    return seconds, cpu_s
+
+
+def bench_options(latencies: list[float], n: int, concurrency: int, rounds: int) -> dict:
+    reqs = make_requests(n)
+    report: dict[str, Any] = {"benchmark": "bench_client --options", "n": n, "concurrency": concurrency,
+                              "rounds": rounds, "loadavg_start": os.getloadavg(), "runs": []}
+    for latency in latencies:
+        cpu: dict[str, list[float]] = {k: [] for k in OPTIONS}
+        wall: dict[str, list[float]] = {k: [] for k in OPTIONS}
+        with StubServer(latency=latency) as stub:
+            asyncio.run(option_run("aiohttp", stub.base_url, reqs[: 2 * concurrency], concurrency))  # warm-up
+            for _ in range(rounds):
+                for kind in OPTIONS:
+                    seconds, cpu_s = asyncio.run(option_run(kind, stub.base_url, reqs, concurrency))
+                    wall[kind].append(seconds)
+                    cpu[kind].append(cpu_s)
+        report["runs"].append({"latency_s": latency, "methods": {
+            k: {"cpu_us_per_req": round(1e6 * statistics.median(cpu[k]) / n, 1),
+                "req_per_s": round(n / statistics.median(wall[k]), 1)} for k in OPTIONS}})
+    report["loadavg_end"] = os.getloadavg()
+    print(f"\n{n} requests, concurrency {concurrency}, median of {rounds} round(s)")
+    print(f"{'latency':>8} {'hot path':26} {'req/s':>8} {'CPU us/req':>11}")
+    for run in report["runs"]:
+        for k, row in run["methods"].items():
+            print(f"{run['latency_s'] * 1000:6.0f}ms {k:26} {row['req_per_s']:8.1f} {row['cpu_us_per_req']:11.0f}")
+    return report
 
 
 def lm_eval_run(python: str, base_url: str, n: int, concurrency: int) -> tuple[float, float]:
@@ -187,7 +270,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default=str(HERE / "results" / "bench_client.json"))
     p.add_argument("--base-url", help="only time evekit (fresh cache, then cached replay) against this "
                                       "running server and print JSON (used by bench_lm_eval.py)")
+    p.add_argument("--options", action="store_true", help="time the candidate hot paths instead (see above)")
     a = p.parse_args(argv)
+
+    if a.options:
+        report = bench_options(a.latencies, a.n, a.concurrency, a.rounds)
+        out = Path(a.out).with_name("bench_client_options.json") if a.out == p.get_default("out") else Path(a.out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(report, indent=2) + "\n")
+        print(f"wrote {out}")
+        return 0
 
     if a.base_url:
         reqs = make_requests(a.n)

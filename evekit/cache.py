@@ -17,20 +17,29 @@ replays as that failed item until a later import answers the call.
 `export_cache` writes a sorted, deterministic JSONL (one answer per line, the keyed request
 fields in plain view) that can be reviewed in a diff and committed; any `*.jsonl` file in
 `cache_dir` is imported (idempotently) whenever the cache is opened.
+
+A full disk (or any other failed write) loses no answer: every write names the file and the space
+left (`CacheError`, never SQLite's follow-up "cannot rollback"), and `CacheWriter` puts the answers
+it could not store into a spool file in the export format (`unsaved-answers-*.jsonl` beside the
+cache, else in the system's temporary folder), which the next open imports and then deletes. Claims
+of a process that died (kill -9), or of a run in this process that ended, never block anyone.
 """
 from __future__ import annotations
 
 import collections
+import errno
 import hashlib
 import json
 import os
+import shutil
 import socket
 import sqlite3
+import tempfile
 import threading
 import time
-from dataclasses import asdict
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from .errors import CacheError
 from .types import GenerationRequest, GenerationResult
@@ -39,7 +48,13 @@ CACHE_FILE = "cache.sqlite"
 KEY_VERSION = 1  # bump when the key recipe changes; old rows then simply stop matching
 
 # The GenerationResult fields a cache row keeps (not `error`: failures are never cached).
-RESULT_FIELDS = ("text", "reasoning", "raw", "prompt_tokens", "completion_tokens", "finish_reason", "logprobs")
+RESULT_FIELDS = ("text", "reasoning", "raw", "prompt_tokens", "completion_tokens", "finish_reason", "logprobs",
+                 "tool_calls", "clipped")
+# Kept as JSON text in their columns.
+JSON_FIELDS = ("logprobs", "tool_calls")
+# Columns added after the first caches were written (an older cache gains them when opened), and left
+# out of an export when empty (older exports stay as they were).
+LATER_FIELDS = {"logprobs": "TEXT", "tool_calls": "TEXT", "clipped": "INTEGER"}  # (and in `_stored_values`)
 # The request fields that make up the key, in the order they appear in an export.
 KEY_FIELDS = ("api", "model", "messages", "prompt", "temperature", "max_tokens", "stop", "seed",
               "response_format", "sample_index")
@@ -52,7 +67,9 @@ CREATE TABLE IF NOT EXISTS responses (
     request TEXT NOT NULL,          -- canonical JSON of the keyed fields
     text TEXT, reasoning TEXT, raw TEXT,
     prompt_tokens INTEGER, completion_tokens INTEGER, finish_reason TEXT,
-    created REAL, logprobs TEXT     -- JSON, when the request asked for log-probabilities
+    created REAL, logprobs TEXT,    -- JSON, when the request asked for log-probabilities
+    tool_calls TEXT,                -- JSON, when the reply had tool calls
+    clipped INTEGER                 -- the reply's length, when the client cut it
 );
 CREATE TABLE IF NOT EXISTS imports (path TEXT PRIMARY KEY, size INTEGER, mtime_ns INTEGER);
 -- Requests the server refused as such (a format it cannot follow): replayed as that failure, so a
@@ -71,10 +88,22 @@ CREATE TABLE IF NOT EXISTS claims (key TEXT PRIMARY KEY, owner TEXT NOT NULL, ho
 """
 
 
-def _claim_is_stale(host: str | None, pid: int | None, expires: float, now: float) -> bool:
-    """A claim whose time is up, or whose process (on this machine) no longer exists."""
+# Answers a failed write kept out of SQLite; imported, then deleted, when the cache is next opened.
+SPOOL_PREFIX = "unsaved-answers-"
+SQLITE_FULL = getattr(sqlite3, "SQLITE_FULL", 13)
+
+# The owners of claims made by this process that are still sending (`claim_many` adds one, a full
+# `release` ends it): a claim of this process under another owner was left by a run that ended.
+_LIVE_OWNERS: set[str] = set()
+
+
+def _claim_is_stale(owner: str, host: str | None, pid: int | None, expires: float, now: float) -> bool:
+    """A claim whose time is up, whose process (on this machine) no longer exists, or that a run of
+    this very process left behind (its release failed, e.g. on a full disk)."""
     if expires < now:
         return True
+    if host == socket.gethostname() and pid == os.getpid():
+        return owner not in _LIVE_OWNERS
     if host == socket.gethostname() and pid:
         try:
             os.kill(pid, 0)
@@ -83,6 +112,19 @@ def _claim_is_stale(host: str | None, pid: int | None, expires: float, now: floa
         except PermissionError:  # another user's live process
             return False
     return False
+
+
+def _is_disk_full(exc: BaseException) -> bool:
+    if isinstance(exc, sqlite3.Error):
+        return getattr(exc, "sqlite_errorcode", None) == SQLITE_FULL or "disk is full" in str(exc)
+    return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC))
+
+
+def _free_space(folder: Path) -> str:
+    try:
+        return f"{shutil.disk_usage(folder).free:,} bytes free on its disk"
+    except OSError:
+        return "its disk's free space unknown"
 
 
 def key_fields(model: str, request: GenerationRequest) -> dict[str, Any]:
@@ -139,12 +181,16 @@ class ResponseCache:
             self._set_up()
         except sqlite3.DatabaseError as exc:
             self._db.close()
+            if _is_disk_full(exc):
+                raise self._full(exc) from exc
             raise CacheError(
                 f"cache {self.path} cannot be used ({exc}). Move it aside (mv {self.path} {self.path}.corrupt) "
                 f"and run again: calls not in the cache are sent again, and any *.jsonl export in "
                 f"{self.dir} is re-imported") from exc
         for jsonl in sorted(self.dir.glob("*.jsonl")):
-            self._import_if_changed(jsonl)
+            if not jsonl.name.startswith(SPOOL_PREFIX):
+                self._import_if_changed(jsonl)
+        self._import_spools()
 
     def _set_up(self) -> None:
         """WAL mode and the tables. Two processes opening a new cache at once may find it locked
@@ -158,8 +204,9 @@ class ResponseCache:
                     self._db.execute("PRAGMA synchronous=NORMAL")
                     self._db.executescript(_SCHEMA)
                     columns = {r[1] for r in self._db.execute("PRAGMA table_info(responses)")}
-                    if "logprobs" not in columns:  # a cache written before log-probabilities were kept
-                        self._db.execute("ALTER TABLE responses ADD COLUMN logprobs TEXT")
+                    for column, kind in LATER_FIELDS.items():  # a cache written before they were kept
+                        if column not in columns:
+                            self._db.execute(f"ALTER TABLE responses ADD COLUMN {column} {kind}")
                     self._db.execute("SELECT count(*) FROM responses").fetchone()
                 return
             except sqlite3.OperationalError as exc:
@@ -210,20 +257,38 @@ class ResponseCache:
         with self._lock:
             self._insert_many(rows, rejections)
 
+    @contextmanager
+    def _transaction(self) -> Iterator[None]:
+        """BEGIN IMMEDIATE ... COMMIT (the caller holds the lock). On an error the transaction is
+        rolled back if SQLite has not done so itself (it has, on a full disk: a ROLLBACK then only
+        says "no transaction is active" and hides the cause), and a full disk becomes a CacheError
+        naming the file and the space left."""
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+            yield
+            self._db.execute("COMMIT")
+        except BaseException as exc:
+            if self._db.in_transaction:
+                try:
+                    self._db.execute("ROLLBACK")
+                except sqlite3.Error:  # the first error is the one to report
+                    pass
+            if _is_disk_full(exc):
+                raise self._full(exc) from exc
+            raise
+
+    def _full(self, exc: BaseException) -> CacheError:
+        return CacheError(f"cache {self.path}: no space left on the device ({exc}; {_free_space(self.dir)})")
+
     def _insert_many(self, rows: list[tuple], rejections: list[tuple] = ()) -> None:
         """One transaction for many rows (caller holds the lock); all or nothing. The answers end
         their claims in the same transaction, so a waiting process never sees neither."""
-        self._db.execute("BEGIN IMMEDIATE")
-        try:
+        with self._transaction():
             # First answer wins: a replay stays stable even if two processes raced on one key.
             self._db.executemany(f"INSERT OR IGNORE INTO responses (key, request, {', '.join(RESULT_FIELDS)}, "
                                  f"created) VALUES ({','.join('?' * (len(RESULT_FIELDS) + 3))})", rows)
             self._db.executemany("INSERT OR IGNORE INTO rejections VALUES (?,?,?,?)", rejections)
             self._db.executemany("DELETE FROM claims WHERE key = ?", [(r[0],) for r in [*rows, *rejections]])
-            self._db.execute("COMMIT")
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
 
     def record_failures(self, items: Iterable[tuple[str, Mapping[str, Any], str]]) -> None:
         """Record calls a batch answered with an error, as (key, keyed fields, error message): each
@@ -231,24 +296,19 @@ class ResponseCache:
         that key is stored. A key that already has an answer keeps it."""
         now = time.time()
         rows = [(key, _canonical(fields), str(error), now) for key, fields, error in items]
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                self._db.executemany("INSERT OR REPLACE INTO failures VALUES (?,?,?,?)", rows)
-                self._db.execute("DELETE FROM failures WHERE key IN (SELECT key FROM responses)")
-                self._db.execute("COMMIT")
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
+        with self._lock, self._transaction():
+            self._db.executemany("INSERT OR REPLACE INTO failures VALUES (?,?,?,?)", rows)
+            self._db.execute("DELETE FROM failures WHERE key IN (SELECT key FROM responses)")
 
     def clear_failures(self, keys: Iterable[str] | None = None) -> int:
         """Forget recorded batch failures (those of `keys`, or all); returns how many were dropped."""
         with self._lock:
             before = self._db.total_changes
-            if keys is None:
-                self._db.execute("DELETE FROM failures")
-            else:
-                self._db.executemany("DELETE FROM failures WHERE key = ?", [(k,) for k in keys])
+            with self._transaction():
+                if keys is None:
+                    self._db.execute("DELETE FROM failures")
+                else:
+                    self._db.executemany("DELETE FROM failures WHERE key = ?", [(k,) for k in keys])
             return self._db.total_changes - before
 
     # -- calls in flight, across processes ----------------------------------------------
@@ -258,30 +318,29 @@ class ResponseCache:
         keys = list(dict.fromkeys(keys))
         now, host, pid = time.time(), socket.gethostname(), os.getpid()
         mine = set(keys)
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                for i in range(0, len(keys), 500):
-                    chunk = keys[i:i + 500]
-                    # Insert first: on a key nobody holds (the usual case) that is the whole claim.
-                    self._db.executemany("INSERT OR IGNORE INTO claims VALUES (?,?,?,?,?)",
-                                         [(k, owner, host, pid, now + ttl) for k in chunk])
-                    held = self._db.execute(
-                        f"SELECT key, host, pid, expires FROM claims WHERE owner != ? "
-                        f"AND key IN ({','.join('?' * len(chunk))})", [owner, *chunk]).fetchall()
-                    stale = [k for k, h, p, e in held if _claim_is_stale(h, p, e, now)]
-                    self._db.executemany("UPDATE claims SET owner = ?, host = ?, pid = ?, expires = ? WHERE key = ?",
-                                         [(owner, host, pid, now + ttl, k) for k in stale])
-                    mine -= {k for k, *_ in held} - set(stale)
-                self._db.execute("COMMIT")
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
+        _LIVE_OWNERS.add(owner)
+        with self._lock, self._transaction():
+            for i in range(0, len(keys), 500):
+                chunk = keys[i:i + 500]
+                # Insert first: on a key nobody holds (the usual case) that is the whole claim.
+                self._db.executemany("INSERT OR IGNORE INTO claims VALUES (?,?,?,?,?)",
+                                     [(k, owner, host, pid, now + ttl) for k in chunk])
+                held = self._db.execute(
+                    f"SELECT key, owner, host, pid, expires FROM claims WHERE owner != ? "
+                    f"AND key IN ({','.join('?' * len(chunk))})", [owner, *chunk]).fetchall()
+                stale = [k for k, *claim in held if _claim_is_stale(*claim, now)]
+                self._db.executemany("UPDATE claims SET owner = ?, host = ?, pid = ?, expires = ? WHERE key = ?",
+                                     [(owner, host, pid, now + ttl, k) for k in stale])
+                mine -= {k for k, *_ in held} - set(stale)
         return mine
 
     def release(self, owner: str, keys: Iterable[str] | None = None) -> None:
-        """End `owner`'s claims (all of them, or those on `keys`): failed calls, or the end of a run."""
-        with self._lock:
+        """End `owner`'s claims (all of them, or those on `keys`): failed calls, or the end of a run.
+        All of them: the owner is done, so even if the delete fails (a full disk) its claims no longer
+        hold anyone of this process back."""
+        if keys is None:
+            _LIVE_OWNERS.discard(owner)
+        with self._lock, self._transaction():
             if keys is None:
                 self._db.execute("DELETE FROM claims WHERE owner = ?", (owner,))
             else:
@@ -294,14 +353,14 @@ class ResponseCache:
         with self._lock:
             for i in range(0, len(keys), 500):
                 chunk = keys[i:i + 500]
-                q = f"SELECT key, host, pid, expires FROM claims WHERE key IN ({','.join('?' * len(chunk))})"
+                q = f"SELECT key, owner, host, pid, expires FROM claims WHERE key IN ({','.join('?' * len(chunk))})"
                 held |= {k for k, *claim in self._db.execute(q, chunk) if not _claim_is_stale(*claim, now)}
         return held
 
     def claimed(self, key: str) -> bool:
         """Someone still holds a live claim on `key`."""
         with self._lock:
-            row = self._db.execute("SELECT host, pid, expires FROM claims WHERE key = ?", (key,)).fetchone()
+            row = self._db.execute("SELECT owner, host, pid, expires FROM claims WHERE key = ?", (key,)).fetchone()
         return row is not None and not _claim_is_stale(*row, time.time())
 
     def keys(self) -> set[str]:
@@ -329,18 +388,46 @@ class ResponseCache:
         with self._lock:
             rows = self._db.execute(f"SELECT key, request, {cols} FROM responses").fetchall()
             refused = self._db.execute("SELECT key, request, error FROM rejections").fetchall()
-        records = [{"key": key, **json.loads(request), "response": _exported(_result_values(result))}
-                   for key, request, *result in rows]
-        # A refusal has `rejected` (the server's error) instead of `response`.
-        records += [{"key": key, **json.loads(request), "rejected": error} for key, request, error in refused]
+        records = [_record(key, request, _result_values(result)) for key, request, *result in rows]
+        records += [_record(key, request, error=error) for key, request, error in refused]
         records.sort(key=lambda r: r["key"])
-        path = Path(path)
-        tmp = path.with_name(path.name + ".tmp")
-        with open(tmp, "w", encoding="utf-8", newline="\n") as f:
-            for record in records:
-                f.write(json.dumps(record, sort_keys=True, ensure_ascii=False) + "\n")
-        os.replace(tmp, path)  # a reader never sees half a file
+        _write_jsonl(Path(path), records)
         return len(records)
+
+    def spool_dirs(self) -> list[Path]:
+        """Where `spool` writes: beside the cache, else (that disk full) the system's temporary folder,
+        in a folder named after this cache."""
+        digest = hashlib.sha256(str(self.dir.resolve()).encode()).hexdigest()[:16]
+        return [self.dir, Path(tempfile.gettempdir()) / "evekit-spool" / digest]
+
+    def spool(self, items: Sequence[tuple[str, Mapping[str, Any] | str, GenerationResult]]) -> Path:
+        """Write answers that could not be stored to a JSONL in the export format, in the first of
+        `spool_dirs` that takes it whole; the next open imports and deletes it. Returns its path."""
+        records = []
+        for key, fields, result in items:
+            request = fields if isinstance(fields, str) else _canonical(fields)
+            records.append(_record(key, request, error=result.error) if result.failed
+                           else _record(key, request, {f: getattr(result, f) for f in RESULT_FIELDS}))
+        name = f"{SPOOL_PREFIX}{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{time.monotonic_ns()}.jsonl"
+        problems = []
+        for folder in self.spool_dirs():
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+                _write_jsonl(folder / name, records)
+                return folder / name
+            except OSError as exc:
+                problems.append(f"{folder}: {exc.strerror or exc}")
+        raise CacheError(f"{len(records)} answers could not be kept in a spool file either ({'; '.join(problems)})")
+
+    def _import_spools(self) -> None:
+        """Import the spool files of this cache (see `spool`), then delete them."""
+        for folder in self.spool_dirs():
+            for path in sorted(folder.glob(f"{SPOOL_PREFIX}*.jsonl")) if folder.is_dir() else ():
+                try:
+                    self.import_jsonl(path)  # a disk still full raises here, and the file stays
+                    path.unlink()
+                except FileNotFoundError:  # another process opening the cache took it first
+                    pass
 
     def import_jsonl(self, path: str | Path) -> int:
         """Add the answers of an exported JSONL; returns how many were new. Idempotent."""
@@ -364,7 +451,7 @@ class ResponseCache:
         if seen == (st.st_size, st.st_mtime_ns):
             return
         self.import_jsonl(path)
-        with self._lock:
+        with self._lock, self._transaction():
             self._db.execute("INSERT OR REPLACE INTO imports VALUES (?,?,?)",
                              (path.name, st.st_size, st.st_mtime_ns))
 
@@ -376,7 +463,9 @@ class CacheWriter:
     thread (on a busy machine each wake-up costs the loop a trip through the scheduler, more
     than a fast server's answer). The thread commits what has arrived every `interval` seconds
     in one transaction, so a killed process loses at most the answers of that last interval.
-    `close()` commits the rest, waits, and re-raises a write error.
+    When a write fails (a full disk), that batch and every later one go to a spool file
+    (`ResponseCache.spool`) and `error` is set, so the caller stops sending; `close()` commits the
+    rest, waits, and raises the error, saying where the answers were kept.
     """
 
     def __init__(self, cache: ResponseCache, interval: float = 0.01) -> None:
@@ -385,7 +474,12 @@ class CacheWriter:
         self._pending: collections.deque[tuple[str, Mapping[str, Any] | str, GenerationResult]] = \
             collections.deque()
         self._closing = threading.Event()
-        self._error: BaseException | None = None
+        self._bug: BaseException | None = None  # a result that must not be cached: a caller's error
+        self._write_error: BaseException | None = None  # the first failed write (full disk, I/O error)
+        self.failed = False  # a write has failed (`error` says how): a plain attribute, read after every call
+        self._spooled: list[tuple[Path, int]] = []  # the spool files written since, and their answers
+        self._unsaved: list[tuple[str, Mapping[str, Any] | str, GenerationResult]] = []
+        self._spool_error: CacheError | None = None
         self._thread = threading.Thread(target=self._run, name="evekit-cache-writer", daemon=True)
         self._thread.start()
 
@@ -402,22 +496,60 @@ class CacheWriter:
                 batch.append(self._pending.popleft())
             except IndexError:
                 break
-        if batch and self._error is None:
+        if (not batch and not self._unsaved) or self._bug is not None:
+            return
+        if self._write_error is None:
             try:
                 self.cache.put_many(batch)
+                return
+            except (sqlite3.Error, OSError, CacheError) as e:  # the disk is full, or the file unusable
+                self._write_error, self.failed = e, True
             except BaseException as e:  # noqa: BLE001 - reported by close()
-                self._error = e
+                self._bug = e
+                return
+        # After a failed write the answers go to a spool file: the run is stopping, and the next open
+        # imports them (SQLite is not tried again: on a full disk each attempt fails again).
+        try:
+            self._spooled.append((self.cache.spool(self._unsaved + batch), len(self._unsaved) + len(batch)))
+            self._unsaved = []
+        except CacheError as e:
+            self._unsaved += batch  # kept in memory, retried at the next commit
+            self._spool_error = e
 
     def _run(self) -> None:
         while not self._closing.wait(self.interval):
             self._commit()
         self._commit()
 
+    @property
+    def error(self) -> CacheError | None:
+        """Set once a write has failed: the answers since go to a spool file, and the caller should
+        stop sending calls whose answers cannot be stored."""
+        return self._failure()
+
+    def _failure(self) -> CacheError | None:
+        if self._write_error is None:
+            return None
+        first = self._write_error
+        text = str(first) if isinstance(first, CacheError) else f"cache {self.cache.path}: {first}"
+        kept = sum(n for _, n in self._spooled)
+        where = ", ".join(sorted({str(p) for p, _ in self._spooled}))
+        if kept:
+            text += (f". {kept} answers received in this run could not be written to it and were kept in {where}; "
+                     f"they are imported the next time the cache is opened: free space on {self.cache.dir}'s disk "
+                     "and run again (only the calls without an answer are sent)")
+        if self._unsaved:
+            text += f". {len(self._unsaved)} answers could not be kept anywhere: {self._spool_error}"
+        return CacheError(text)
+
     def close(self) -> None:
+        """Commit what is left and stop; raises the first write error (with where the answers went)."""
         self._closing.set()
         self._thread.join()
-        if self._error is not None:
-            raise self._error
+        if self._bug is not None:
+            raise self._bug
+        if (failure := self._failure()) is not None:
+            raise failure from self._write_error
 
 
 def _row_from_record(line: str, path: Path, lineno: int) -> tuple[Any, ...]:
@@ -445,12 +577,13 @@ def _row_from_record(line: str, path: Path, lineno: int) -> tuple[Any, ...]:
     if not isinstance(resp, dict) or "text" not in resp:
         raise ValueError(f"{where}: field 'response' must be an object with a 'text'")
     values = [resp.get(f) for f in RESULT_FIELDS]
-    values[RESULT_FIELDS.index("logprobs")] = _logprobs_text(resp.get("logprobs"))
+    for f in JSON_FIELDS:
+        values[RESULT_FIELDS.index(f)] = _json_text(resp.get(f))
     for i, f in enumerate(RESULT_FIELDS):
-        if f.endswith("_tokens"):
-            if not isinstance(values[i] or 0, int):
+        if f.endswith("_tokens") or f == "clipped":
+            if not isinstance(values[i] or 0, int) or isinstance(values[i], bool):
                 raise ValueError(f"{where}: field 'response.{f}' must be an integer")
-            values[i] = values[i] or 0
+            values[i] = values[i] or (None if f == "clipped" else 0)
     return (rec["key"], _canonical(fields), *values, None)
 
 
@@ -466,28 +599,52 @@ def import_cache(cache_dir: str | Path, path: str | Path) -> int:
         return cache.import_jsonl(path)
 
 
-def result_to_dict(result: GenerationResult) -> dict[str, Any]:
-    """The cached fields of a result (for tests and reports)."""
-    d = asdict(result)
-    return {k: d[k] for k in RESULT_FIELDS}
+def _record(key: str, request: str, values: dict[str, Any] | None = None, error: str | None = None) -> dict[str, Any]:
+    """One export line: the key, the keyed request fields, and the answer (`response`) or the
+    server's refusal (`rejected`)."""
+    if values is None:
+        return {"key": key, **json.loads(request), "rejected": error}
+    return {"key": key, **json.loads(request), "response": _exported(values)}
 
 
-def _logprobs_text(value: Any) -> str | None:
+def _write_jsonl(path: Path, records: Iterable[Mapping[str, Any]]) -> None:
+    """Write `records` whole or not at all: a temporary name, flushed to disk, then renamed (a reader
+    never sees half a file; a full disk leaves no partial one)."""
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        with open(tmp, "w", encoding="utf-8", newline="\n") as f:
+            for record in records:
+                f.write(json.dumps(record, sort_keys=True, ensure_ascii=False) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def _json_text(value: Any) -> str | None:
     return None if value is None else json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
-def _stored_values(result: GenerationResult) -> list[Any]:
-    """A result's RESULT_FIELDS as SQLite stores them (log-probabilities as JSON text)."""
-    return [_logprobs_text(result.logprobs) if f == "logprobs" else getattr(result, f) for f in RESULT_FIELDS]
+def _stored_values(result: GenerationResult) -> tuple[Any, ...]:
+    """A result's RESULT_FIELDS as SQLite stores them (log-probabilities and tool calls as JSON text).
+    Spelled out: it runs once per answer on the writer thread."""
+    r = result
+    return (r.text, r.reasoning, r.raw, r.prompt_tokens, r.completion_tokens, r.finish_reason,
+            None if r.logprobs is None else _json_text(r.logprobs),
+            None if r.tool_calls is None else _json_text(r.tool_calls), r.clipped)
 
 
 def _result_values(row: Sequence[Any]) -> dict[str, Any]:
     values = dict(zip(RESULT_FIELDS, row))
-    if values.get("logprobs") is not None:
-        values["logprobs"] = json.loads(values["logprobs"])
+    for f in JSON_FIELDS:
+        if values.get(f) is not None:
+            values[f] = json.loads(values[f])
     return values
 
 
 def _exported(values: dict[str, Any]) -> dict[str, Any]:
-    """An export record's response: without `logprobs` when there are none (older files stay as they were)."""
-    return {k: v for k, v in values.items() if k != "logprobs" or v is not None}
+    """An export record's response: without the later fields when they are empty (older files stay as
+    they were)."""
+    return {k: v for k, v in values.items() if k not in LATER_FIELDS or v is not None}

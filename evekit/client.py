@@ -1,16 +1,18 @@
 """One client for every OpenAI-compatible endpoint: concurrent, cached, resumable, fault-tolerant.
 
 `ModelClient` sends `GenerationRequest`s to the chat or completions endpoint of any
-OpenAI-compatible server (llama.cpp's server, vLLM, Ollama, hosted APIs) through the official
-`openai` package and returns one `GenerationResult` per request, in request order.
+OpenAI-compatible server (llama.cpp's server, vLLM, Ollama, hosted APIs) and returns one
+`GenerationResult` per request, in request order.
 
 How it behaves, and why:
 
-* Concurrency is bounded by `concurrency` for the whole client, over one shared aiohttp
-  connection pool. The `openai` client builds the headers (key, organisation, project) and every
-  HTTP error (`openai.APIStatusError` and its kin), but the hot path posts the JSON body itself and
-  parses the reply with `json.loads`: openai's request and response models cost more CPU per call
-  than a fast local server spends answering it (benchmarks/bench_client.py).
+* One HTTP library, aiohttp, for every call, over one connection pool per event loop with at
+  most `concurrency` requests in flight. evekit writes the few headers an OpenAI-compatible
+  server reads (`request_headers`: the key as a bearer token, OpenAI's organisation and project
+  from `OPENAI_ORG_ID` / `OPENAI_PROJECT_ID` as the `openai` package sends them), posts the JSON
+  body (`request_body`) and parses the reply with `json.loads`. Not the `openai` client: its
+  request and response machinery costs five to ten times the CPU per call of the whole hot path
+  here, more than a fast local server spends answering (benchmarks/bench_client.py).
 * Memory stays bounded however many requests come in: `concurrency` workers take the calls from
   a short queue, claimed in the cache a batch at a time just before they are sent, and each answer
   goes to the cache (a writer thread that commits every 10 ms, one transaction for what came)
@@ -27,11 +29,16 @@ How it behaves, and why:
     - connection failures (refused, DNS, reset) that outlast all retries while the endpoint
       has never answered this client: nothing is listening at `base_url`;
     - `concurrency` requests in a row failing that way after retries: the server went away.
+  A `base_url` that carries a credential (`user:KEY@host`, `?key=...`) is refused before anything
+  is sent (`endpoints.url_credentials_problem`): a URL is printed and written everywhere.
 * Reasoning models: the text may come in `reasoning_content` / `reasoning` or inside
   `<think>...</think>`; that goes to `GenerationResult.reasoning` and `text` keeps the final
   answer (empty if the model never got past its reasoning: a model failure, not ours). This is
   the only place `<think>` is removed (parsing.strip_think): tasks and parsers take `text` as is.
   A 200 response without choices or with invalid JSON is an infrastructure failure.
+* A reply made only of tool calls keeps them (`GenerationResult.tool_calls`, `note` says so): the
+  model answered, but not in text. A reply longer than `MAX_REPLY_CHARS` is cut there
+  (`clipped` = its length), so one runaway reply cannot swell every file a run writes.
 * Every answer is written to the cache (evekit.cache) as soon as it arrives, so an
   interrupted run resumes with only the missing calls; `offline=True` replays from the cache
   and raises `CacheMiss` instead of touching the network.
@@ -42,44 +49,45 @@ How it behaves, and why:
 from __future__ import annotations
 
 import asyncio
+import base64
 import concurrent.futures
 import json
 import os
 import random
 import socket
+import sqlite3
+import ssl
 import time
+import urllib.request
 import warnings
 from contextlib import asynccontextmanager, nullcontext
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, AsyncIterator, Callable, Sequence
+from typing import Any, AsyncIterator, Callable, Mapping, Sequence
+from urllib.parse import unquote, urlsplit
 
 import aiohttp
-import openai
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 from tenacity import wait_exponential, wait_random
 from tqdm.auto import tqdm
-from yarl import URL
 
-from .errors import CacheMiss, EndpointError
+from . import __version__
+from .errors import CacheError, CacheMiss, EndpointError, ParameterError
 from .cache import CacheWriter, ResponseCache, request_key
-from .endpoints import shared_slots
+from .endpoints import shared_slots, url_credentials_problem
 from .parsing import strip_think
-from .types import GenerationRequest, GenerationResult, Usage
+from .types import MAX_REPLY_CHARS, GenerationRequest, GenerationResult, Usage
 
-# The HTTP library the installed openai is built on: httpx2 in openai>=3, httpx before. Its
-# Request/Response types are what openai's exceptions carry.
-if hasattr(openai, "DefaultAsyncHttpx2Client"):
-    import httpx2 as _http
-else:  # pragma: no cover - older openai
-    import httpx as _http  # type: ignore[no-redef]
-
-__all__ = ["ModelClient", "EndpointError", "CacheMiss", "request_body", "endpoint_path"]
+__all__ = ["ModelClient", "EndpointError", "CacheMiss", "request_body", "request_headers", "endpoint_path",
+           "MAX_REPLY_CHARS"]
 
 CLAIM_POLL_SECONDS = 0.2  # how often a process waiting for another's answer looks for it
 MAX_RETRY_AFTER = 120.0  # seconds; a server asking for longer is treated as a failure
 PLACEHOLDER_KEY = "EMPTY"  # what local servers get when no key is configured
 LOOKUP_CHUNK = 500  # cache look-ups per query (SQLite's bound on parameters is 999 in old builds)
+USER_AGENT = f"evekit/{__version__} (aiohttp {aiohttp.__version__})"
+# The environment variables the `openai` package reads for these headers; evekit sends them alike.
+ENV_HEADERS = (("OpenAI-Organization", "OPENAI_ORG_ID"), ("OpenAI-Project", "OPENAI_PROJECT_ID"))
 
 
 class _BadResponse(Exception):
@@ -89,6 +97,26 @@ class _BadResponse(Exception):
     def __init__(self, message: str, retryable: bool = False) -> None:
         super().__init__(message)
         self.retryable = retryable
+
+
+class _StatusError(Exception):
+    """An HTTP answer with status >= 400: its status, headers (case-insensitive) and body."""
+
+    def __init__(self, status: int, headers: Mapping[str, str], content: bytes) -> None:
+        super().__init__(f"HTTP {status}")
+        self.status, self.headers, self.content = status, headers, content
+
+    @property
+    def text(self) -> str:
+        return self.content.decode("utf-8", "replace")
+
+
+class _NoAnswer(Exception):
+    """No HTTP answer: the connection failed (`__cause__` says how) or the attempt timed out."""
+
+    def __init__(self, timeout: bool) -> None:
+        super().__init__("timed out" if timeout else "connection failed")
+        self.timeout = timeout
 
 
 def _as_text(value: Any) -> str | None:
@@ -109,29 +137,27 @@ def _exc_chain(exc: BaseException) -> list[BaseException]:
     return chain
 
 
-def _connection_failure(exc: BaseException) -> str | None:
-    """Why a connection failed (refused, unresolvable, reset), or None for a slow server.
+_CONNECT_ERRORS: tuple[type[BaseException], ...] = (ConnectionError, socket.gaierror, aiohttp.ClientConnectorError,
+                                                    aiohttp.ServerDisconnectedError)
 
-    The aiohttp transport reports a refused connection as a connect *timeout*, so the
-    exception chain is searched for the underlying error.
-    """
-    connect_types: tuple[type[BaseException], ...] = (ConnectionError, socket.gaierror, _http.ConnectError,
-                                                      aiohttp.ClientConnectorError,
-                                                      aiohttp.ServerDisconnectedError)
+
+def _connection_failure(exc: BaseException) -> str | None:
+    """Why a connection failed (refused, unresolvable, reset), or None for a slow server. A timeout
+    is searched too: the failure to connect may lie under it."""
     for e in _exc_chain(exc):
-        if isinstance(e, connect_types):
+        if isinstance(e, _CONNECT_ERRORS):
             return _short(str(e) or type(e).__name__, 200)
-    if isinstance(exc, openai.APIConnectionError) and not isinstance(exc, openai.APITimeoutError):
+    if isinstance(exc, _NoAnswer) and not exc.timeout:
         return _short(str(exc.__cause__ or exc), 200)
     return None
 
 
 def _retry_after(exc: BaseException | None) -> float | None:
     """Seconds from `Retry-After-Ms` / `Retry-After` (number form) of an HTTP error, if any."""
-    if not isinstance(exc, openai.APIStatusError):
+    if not isinstance(exc, _StatusError):
         return None
     for header, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
-        value = exc.response.headers.get(header)
+        value = exc.headers.get(header)
         if value is not None:
             try:
                 return max(0.0, float(value) * scale)
@@ -141,39 +167,38 @@ def _retry_after(exc: BaseException | None) -> float | None:
 
 
 def _is_retryable(exc: BaseException) -> bool:
-    if isinstance(exc, openai.APIStatusError):
+    if isinstance(exc, _StatusError):
         ra = _retry_after(exc)
         if ra is not None and ra > MAX_RETRY_AFTER:
             return False
-        if exc.status_code >= 500 and _rejects_request(exc):
+        if exc.status >= 500 and _rejects_request(exc):
             return False
-        return exc.status_code in (408, 409, 429) or exc.status_code >= 500
+        return exc.status in (408, 409, 429) or exc.status >= 500
     if isinstance(exc, _BadResponse):
         return exc.retryable
-    return isinstance(exc, openai.APIConnectionError)  # includes APITimeoutError
+    return isinstance(exc, _NoAnswer)
 
 
-def _rejects_request(exc: openai.APIStatusError) -> bool:
+def _rejects_request(exc: _StatusError) -> bool:
     """A 5xx that is really a validation error of the request (llama.cpp's server answers an
     unsupported `response_format` with HTTP 500): the same request fails again, so no retry."""
-    try:
-        text = exc.response.text
-    except Exception:  # noqa: BLE001
-        return False
+    text = exc.text
     return "response_format" in text and ("literal_error" in text or "validation" in text.lower())
 
 
-def _server_message(exc: openai.APIStatusError) -> str:
-    body = exc.body
+def _server_message(exc: _StatusError) -> str:
+    """The error message of an OpenAI-style error body ({"error": {"message": ...}}), else the body."""
+    text = exc.text.strip()
+    try:
+        body = json.loads(text)
+    except ValueError:
+        body = None
     if isinstance(body, dict):
         err = body.get("error", body)
         msg = err.get("message") if isinstance(err, dict) else err
         if msg:
             return str(msg)
-    try:
-        return exc.response.text.strip() or exc.message
-    except Exception:  # noqa: BLE001 - a body we cannot read must not hide the status
-        return exc.message
+    return text or "(empty body)"
 
 
 def _short(text: str, limit: int = 300) -> str:
@@ -181,15 +206,57 @@ def _short(text: str, limit: int = 300) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-_SSL_CONTEXT: Any = None
+# asyncio reads every answer with recv(256 KiB) and shrinks the buffer: above glibc's initial mmap
+# threshold (128 KiB), so each read costs an mmap, an mremap and a munmap, ~35 µs of kernel time per
+# call (strace; bench_client.py's CPU column). glibc raises the threshold to the size of the first
+# mmapped block that is freed: one 1 MiB block, allocated (calloc: no page touched) and freed here,
+# makes those reads plain heap allocations. A process that imported `openai` had this done by chance.
+bytes(1 << 20)
+
+_SSL_CONTEXT: ssl.SSLContext | None = None
 
 
-def _ssl_context() -> Any:
-    """One TLS context for all sessions: building it reads the CA bundle (~70 ms)."""
+def _ssl_context() -> ssl.SSLContext:
+    """One TLS context for all sessions (the system's CA store; `SSL_CERT_FILE` / `SSL_CERT_DIR`
+    are honoured): building it reads the CA bundle (~70 ms)."""
     global _SSL_CONTEXT
     if _SSL_CONTEXT is None:
-        _SSL_CONTEXT = _http.create_ssl_context()
+        _SSL_CONTEXT = ssl.create_default_context()
     return _SSL_CONTEXT
+
+
+def _env_proxy(url: str) -> tuple[str | None, dict[str, str] | None]:
+    """The proxy the environment names for `url` (HTTPS_PROXY, HTTP_PROXY, ALL_PROXY, NO_PROXY: the
+    standard library's reading), as openai's HTTP client honoured them, with its credentials as a
+    Proxy-Authorization header; looked up once per session, not on every request as aiohttp's
+    `trust_env` would."""
+    parts = urlsplit(url)
+    if parts.hostname and urllib.request.proxy_bypass(parts.hostname):
+        return None, None
+    proxies = urllib.request.getproxies()
+    proxy = proxies.get(parts.scheme) or proxies.get("all")
+    if not proxy:
+        return None, None
+    if "://" not in proxy:
+        proxy = f"http://{proxy}"
+    p = urlsplit(proxy)
+    if p.username is None:
+        return proxy, None
+    login = f"{unquote(p.username)}:{unquote(p.password or '')}".encode("latin-1", "replace")
+    return p._replace(netloc=p.netloc.rsplit("@", 1)[1]).geturl(), \
+        {"Proxy-Authorization": "Basic " + base64.b64encode(login).decode("ascii")}
+
+
+def request_headers(api_key: str | None) -> dict[str, str]:
+    """The headers of every call: the key as a bearer token (a placeholder when there is none, as
+    local servers expect one), JSON, evekit's user agent, and OpenAI's organisation and project
+    from the environment when set (as the `openai` package sends them)."""
+    headers = {"Authorization": f"Bearer {api_key or PLACEHOLDER_KEY}", "Content-Type": "application/json",
+               "Accept": "application/json", "User-Agent": USER_AGENT}
+    for header, env in ENV_HEADERS:
+        if value := os.environ.get(env):
+            headers[header] = value
+    return headers
 
 
 def request_body(model: str, request: GenerationRequest, max_tokens_field: str = "max_tokens") -> dict[str, Any]:
@@ -224,56 +291,28 @@ def endpoint_path(api: str) -> str:
 
 
 class _Session:
-    """What must live on one event loop: the connection pool, the openai client, the semaphore.
-
-    The openai client is built with the user's settings (base URL, key, timeout) and supplies the
-    headers it would send and the exceptions for HTTP errors; the POSTs go through aiohttp directly.
-    """
+    """What must live on one event loop: the connection pool (with the headers and timeouts of
+    every call), the environment's proxy for the endpoint, the semaphore."""
 
     def __init__(self, client: "ModelClient") -> None:
-        self.openai = openai.AsyncOpenAI(
-            base_url=client.base_url, api_key=client._api_key() or PLACEHOLDER_KEY,
-            max_retries=0,  # tenacity retries, so that every retry is seen and counted
-            timeout=client.timeout, http_client=_http.AsyncClient(verify=_ssl_context()))
-        self.headers = _openai_headers(self.openai, f"{client.base_url}/chat/completions")
-        # Proxies from the environment, as httpx (and so openai) honours them; looked up once,
-        # not on every request as aiohttp's trust_env would.
-        try:
-            self.proxy, self.proxy_auth = aiohttp.helpers.get_env_proxy_for_url(
-                URL(client.base_url))
-        except LookupError:
-            self.proxy, self.proxy_auth = None, None
+        self.proxy, self.proxy_headers = _env_proxy(client.base_url)
+        headers = request_headers(client._api_key())
+        # aiohttp merges a session's headers into the proxy's too, and would send the key to the proxy
+        # as its Proxy-Authorization: with a proxy, the headers go with each request instead.
+        self.headers = headers if self.proxy is not None else None
+        if self.proxy_headers and client.base_url.startswith("http://"):
+            # A plain-HTTP request goes to the proxy itself (no CONNECT): its credentials go with it.
+            self.headers, self.proxy_headers = {**headers, **self.proxy_headers}, None
         self.http = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(limit=client.concurrency, ssl=_ssl_context()),
-            # Per attempt, as openai's timeout: to connect, and between bytes of the answer.
+            # Per attempt: to connect, and between bytes of the answer.
             timeout=aiohttp.ClientTimeout(total=None, sock_connect=client.timeout, sock_read=client.timeout),
-            headers=self.headers, skip_auto_headers=("User-Agent",))
+            headers=None if self.proxy is not None else headers, skip_auto_headers=("User-Agent",))
         self.semaphore = asyncio.Semaphore(client.concurrency)
         self.users = 0
 
     async def close(self) -> None:
         await self.http.close()
-        await self.openai.close()
-
-
-def _openai_headers(client: openai.AsyncOpenAI, url: str) -> dict[str, str]:
-    """The headers openai itself would send (auth, organisation, project, user agent)."""
-    try:
-        from openai._models import FinalRequestOptions
-
-        request = client._build_request(FinalRequestOptions.construct(method="post", url=url, json_data={}))
-        # Not openai's telemetry (X-Stainless-*): no server needs it, and aiohttp merges every
-        # session header into every request.
-        headers = {k: v for k, v in request.headers.items()
-                   if k.lower() not in ("content-length", "host", "content-type", "connection", "accept-encoding")
-                   and not k.lower().startswith("x-stainless")}
-    except Exception:  # noqa: BLE001 - a private API that moved: the public parts are enough
-        headers = {k: v for k, v in client.default_headers.items()
-                   if isinstance(v, str) and k.lower() != "content-type"
-                   and not k.lower().startswith("x-stainless")}
-        headers["Authorization"] = f"Bearer {client.api_key}"
-    headers["Content-Type"] = "application/json"
-    return headers
 
 
 class ModelClient:
@@ -295,6 +334,11 @@ class ModelClient:
                  backoff: float = 0.5, max_backoff: float = 30.0) -> None:
         if not model:
             raise ValueError("ModelClient: `model` is empty")
+        # A key in the URL would be written wherever the URL is (the message masks it). Checked on the
+        # URL as given and as the environment completes it.
+        for url in (base_url, os.path.expandvars(base_url or "")):
+            if (problem := url_credentials_problem(url)) is not None:
+                raise ParameterError(f"ModelClient({model!r}): {problem}")
         # "${EVEKIT_SERVER_URL}" in parameter files: the URL `evekit serve` printed, from the environment.
         base_url = os.path.expandvars(base_url or "")
         if "${" in base_url and not offline:
@@ -502,11 +546,21 @@ class ModelClient:
                     take(waiting.pop(key), late[key])
             return [(k, waiting.pop(k)) for k in free if k in waiting]
 
+        stopping: list[BaseException] = []  # why no more calls are sent (the cache cannot store their answers)
+
         async def feed() -> None:
+            try:
+                await feed_calls()
+            except (CacheError, sqlite3.Error) as e:  # claims cannot be written (a full disk): send nothing more,
+                stopping.append(e)                    # but let the calls in flight land (their answers are paid for)
+            for _ in range(self.concurrency):
+                await queue.put(None)
+
+        async def feed_calls() -> None:
             waiting: dict[str, list[Any]] = {}
             items = iter(todo.items())
             last_poll = time.monotonic()
-            while True:
+            while not stopping:
                 while not queue.empty():
                     drained.clear()
                     try:
@@ -524,13 +578,13 @@ class ModelClient:
                     last_poll = time.monotonic()
                     if again := await poll(waiting):
                         await enqueue(again, waiting)
-            for _ in range(self.concurrency):
-                await queue.put(None)
 
         async def work(session: _Session) -> None:
             while (item := await queue.get()) is not None:
                 if queue.empty():
                     drained.set()
+                if stopping:
+                    continue  # not sent: its claim ends with this run's (cache.release(owner) below)
                 key, entry = item
                 async with session.semaphore:
                     # Under `evekit run` the endpoint's limit is shared with every other client and notebook.
@@ -541,6 +595,10 @@ class ModelClient:
                 elif writer is not None:
                     cache.release(owner, [key])  # a failure: let another process try
                 land(entry[1:], result)
+                if writer is not None and writer.failed and not stopping:
+                    # The cache cannot store answers (a full disk): send no more, but let the calls in flight
+                    # land (their answers are paid for, and spooled).
+                    stopping.append(writer.error)
 
         try:
             async with self._session() as session:
@@ -553,10 +611,17 @@ class ModelClient:
                         t.cancel()
                     await asyncio.gather(*tasks, return_exceptions=True)
                     raise
+                if stopping:
+                    raise stopping[0]
         finally:
             if writer is not None:
-                writer.close()  # everything answered is on disk before we return or raise
-                cache.release(owner)  # claims left by an interruption or an abort
+                try:
+                    writer.close()  # everything answered is on disk (or spooled) before we return or raise
+                finally:
+                    try:
+                        cache.release(owner)  # claims left by an interruption or an abort
+                    except (CacheError, sqlite3.Error):
+                        pass  # a full disk: the claims are stale anyway once this owner is done
 
     # -- one request ------------------------------------------------------------------------
     @asynccontextmanager
@@ -586,8 +651,8 @@ class ModelClient:
         return request_body(self.model, request, self._max_tokens_field)
 
     async def _post(self, session: _Session, request: GenerationRequest) -> tuple[int, bytes]:
-        """POST the request once: (status, body) of a 2xx answer; an HTTP error raises openai's
-        exception for it, a connection failure or timeout openai's APIConnectionError."""
+        """POST the request once: (status, body) of a 2xx answer; an HTTP error raises `_StatusError`,
+        a connection failure or a timeout `_NoAnswer`."""
         url = self.base_url + endpoint_path(request.api)
         status, content, headers = await self._send_once(session, url, request)
         if status == 400 and self._max_tokens_field == "max_tokens" \
@@ -599,22 +664,20 @@ class ModelClient:
             status, content, headers = await self._send_once(session, url, request)
         self._answered = True
         if status >= 400:
-            response = _http.Response(status, headers=headers, content=content,
-                                      request=_http.Request("POST", url))
-            raise session.openai._make_status_error_from_response(response)
+            raise _StatusError(status, headers, content)
         return status, content
 
     async def _send_once(self, session: _Session, url: str,
                          request: GenerationRequest) -> tuple[int, bytes, Any]:
         data = json.dumps(self._body(request), ensure_ascii=False).encode("utf-8")
         try:
-            async with session.http.post(url, data=data, proxy=session.proxy,
-                                         proxy_auth=session.proxy_auth) as response:
+            async with session.http.post(url, data=data, headers=session.headers, proxy=session.proxy,
+                                         proxy_headers=session.proxy_headers) as response:
                 return response.status, await response.read(), response.headers
         except (asyncio.TimeoutError, TimeoutError) as e:  # before OSError: TimeoutError is one
-            raise openai.APITimeoutError(request=_http.Request("POST", url)) from e
+            raise _NoAnswer(timeout=True) from e
         except (aiohttp.ClientError, OSError) as e:
-            raise openai.APIConnectionError(request=_http.Request("POST", url)) from e
+            raise _NoAnswer(timeout=False) from e
 
     async def _attempt(self, session: _Session, request: GenerationRequest) -> GenerationResult:
         status, content = await self._post(session, request)
@@ -662,8 +725,8 @@ class ModelClient:
     def _failure(self, exc: Exception, retries: int) -> GenerationResult:
         """Turn an exception into a failed result, or raise EndpointError for config errors."""
         after = f" after {retries} retr{'y' if retries == 1 else 'ies'}" if retries else ""
-        if isinstance(exc, openai.APIStatusError):
-            status, detail = exc.status_code, _short(_server_message(exc))
+        if isinstance(exc, _StatusError):
+            status, detail = exc.status, _short(_server_message(exc))
             if status in (401, 403):
                 if not self.api_key_env:
                     hint = "no key was sent: pass api_key_env='NAME_OF_THE_VARIABLE_HOLDING_THE_KEY'"
@@ -686,7 +749,7 @@ class ModelClient:
             if status >= 500 and _rejects_request(exc):
                 self.usage.failures += 1
                 return GenerationResult(text=None, error=self._redact(message), rejected=True)
-        elif isinstance(exc, openai.APIConnectionError):
+        elif isinstance(exc, _NoAnswer):
             cause = _connection_failure(exc)
             if cause is not None:
                 self._connection_streak += 1
@@ -722,23 +785,56 @@ class ModelClient:
             raise _BadResponse(f"the response has no choices{extra}")
         choice = choices[0]
         reasoning: str | None = None
+        tool_calls = None
         if request.api == "chat":
             message = choice.get("message") or {}
             raw = _as_text(message.get("content"))
             reasoning = _as_text(message.get("reasoning_content") or message.get("reasoning"))
+            if message.get("tool_calls") or message.get("function_call"):
+                tool_calls = _tool_calls(message)
         else:
             raw = _as_text(choice.get("text"))
         text, think = strip_think(raw)
         reasoning = "\n\n".join(r for r in (reasoning, think) if r) or None
         usage = data.get("usage") or {}
-        return GenerationResult(
+        result = GenerationResult(
             text=text, reasoning=reasoning, raw=raw,
             prompt_tokens=int(usage.get("prompt_tokens") or 0),
             completion_tokens=int(usage.get("completion_tokens") or 0),
             finish_reason=choice.get("finish_reason"),
             # Whenever the choice carries them (asked for with `top_logprobs`; a batch result line too).
             logprobs=_token_logprobs(choice.get("logprobs")),
+            tool_calls=tool_calls,
         )
+        return _clip(result) if len(content_bytes) > MAX_REPLY_CHARS else result
+
+
+def _clip(result: GenerationResult) -> GenerationResult:
+    """`result` with text, raw and reasoning cut at MAX_REPLY_CHARS characters, `clipped` = the
+    longest one's length (unchanged when none is that long; only a body that long can hold one)."""
+    longest = max(len(v) for v in (result.text or "", result.raw or "", result.reasoning or ""))
+    if longest <= MAX_REPLY_CHARS:
+        return result
+    cut = {f: v[:MAX_REPLY_CHARS] for f in ("text", "raw", "reasoning")
+           if isinstance(v := getattr(result, f), str) and len(v) > MAX_REPLY_CHARS}
+    return replace(result, **cut, clipped=longest)
+
+
+def _tool_calls(message: dict[str, Any]) -> list[dict[str, Any]]:
+    """A chat message's tool calls (or a legacy `function_call`) as [{"name", "arguments"}], the
+    arguments as the server sent them (a JSON string, usually), cut at MAX_REPLY_CHARS in all."""
+    calls = message.get("tool_calls") or [{"function": message.get("function_call")}]
+    out, room = [], MAX_REPLY_CHARS
+    for call in calls if isinstance(calls, list) else [calls]:
+        fn = (call.get("function") if isinstance(call, dict) else None) or {}
+        if not isinstance(fn, dict):
+            fn = {"name": str(fn)}
+        args = fn.get("arguments")
+        args = args if isinstance(args, str) or args is None else json.dumps(args, ensure_ascii=False)
+        if args is not None:
+            args, room = args[:max(room, 0)], room - len(args)
+        out.append({"name": str(fn.get("name") or ""), "arguments": args})
+    return out
 
 
 def _token_logprobs(value: Any) -> list[dict[str, Any]] | None:

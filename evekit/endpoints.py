@@ -14,6 +14,12 @@ shared limit those notebooks still overlap their CPU work (kernel start, scoring
 rendering) and their cached replays, while the endpoint sees no more calls than it allows.
 Without the variables (a notebook run by hand, or papermill directly) nothing changes: the
 client's own `concurrency` is the only bound.
+
+A base URL is shown and written everywhere (samples, results, reports, the executed notebook), so a
+credential must never be part of one: `url_credentials_problem` says why a URL is refused (a user
+name or password before the host, a query parameter named like a key or token, a path segment or
+value that looks like a key), without repeating the secret; `redact_url` masks those parts for
+anything that prints a URL it did not check.
 """
 from __future__ import annotations
 
@@ -25,7 +31,9 @@ import threading
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import AsyncIterator, Mapping
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
+
+from .types import KEY_PREFIXES
 
 try:
     import fcntl
@@ -37,6 +45,14 @@ SLOTS_ENV = "EVEKIT_ENDPOINT_SLOTS"
 POLL_SECONDS = 0.005  # how often a call waiting for a slot of a full endpoint looks again
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
+
+# Query parameter names (lower case, "-" and "_" left out) that carry a credential; besides these,
+# any name ending in one of CREDENTIAL_SUFFIXES (apikey, x-goog-api-key, subscription-key,
+# access_token, client_secret, ...).
+CREDENTIAL_PARAMS = frozenset({"key", "auth", "authorization", "sig", "signature", "pwd", "passwd", "password",
+                               "secret", "token", "credential", "credentials", "bearer", "jwt", "session"})
+CREDENTIAL_SUFFIXES = ("key", "token", "secret", "password", "signature", "credential", "credentials")
+MASK = "***"
 
 
 def endpoint_key(base_url: str) -> str:
@@ -136,3 +152,80 @@ def shared_slots(base_url: str) -> EndpointSlots | None:
             limit = limits.get(key)
             _SLOTS[cache_key] = EndpointSlots(key, int(limit), Path(folder)) if limit is not None else None
         return _SLOTS[cache_key]
+
+
+def _is_credential_name(name: str) -> bool:
+    norm = name.lower().replace("-", "").replace("_", "").replace(".", "")
+    return norm in CREDENTIAL_PARAMS or norm.endswith(CREDENTIAL_SUFFIXES)
+
+
+def _looks_like_key(text: str) -> bool:
+    return text.startswith(KEY_PREFIXES)
+
+
+def _credential_parts(url: str) -> list[str]:
+    """What in `url` carries a credential, each named without its value."""
+    parts = urlsplit(url.strip())
+    found = []
+    if "@" in parts.netloc:
+        found.append("a user name or password before the host, as in user:KEY@host")
+    for where, text in (("query", parts.query), ("fragment", parts.fragment)):
+        for name, value in parse_qsl(text, keep_blank_values=True):
+            if _is_credential_name(name):
+                found.append(f"the {where} parameter {name!r}")
+            elif _looks_like_key(value):
+                found.append(f"the value of the {where} parameter {name!r}, which looks like a key")
+    if any(_looks_like_key(segment) for segment in parts.path.split("/")):
+        found.append("a path segment that looks like a key")
+    return found
+
+
+def url_credentials_problem(url: str, where: str = "base_url") -> str | None:
+    """Why `url` must not be used (it carries a credential), with the fix; None when it carries none.
+
+    A credential is a user name or password before the host, a query (or fragment) parameter named
+    like a key or token (`key`, `api_key`, `apikey`, `token`, `access_token`, `auth`, `signature`,
+    `sig`, `password`, `secret`, ...: `CREDENTIAL_PARAMS`, `CREDENTIAL_SUFFIXES`), or a path segment
+    or parameter value that starts like a key (`sk-`, `hf_`, ...). The message never contains the
+    secret: it names the part and shows the URL with it masked (`redact_url`).
+    """
+    if not isinstance(url, str):
+        return None
+    try:
+        found = _credential_parts(url)
+    except ValueError:  # not parseable as a URL: other checks say so; nothing to point at here
+        return None
+    if not found:
+        return None
+    return (f"{where} {redact_url(url)} carries a credential ({'; '.join(found)}). A URL is shown and written "
+            "everywhere (samples.csv, results.json, reports, the executed notebook), so a key never belongs "
+            "in one: put the key in an environment variable (export MY_API_KEY=...) and name that variable "
+            "in api_key_env (api_key_env: MY_API_KEY); it is sent as the Authorization: Bearer header.")
+
+
+def redact_url(url: str) -> str:
+    """`url` with every credential part masked (`***`): user name and password, the values of query
+    and fragment parameters named like keys or tokens, path segments and values that look like keys.
+    A URL without them comes back unchanged; one that cannot be parsed comes back as `***`."""
+    try:
+        parts = urlsplit(url)
+        if not _credential_parts(url):
+            return url
+    except ValueError:
+        return MASK
+    netloc = parts.netloc
+    if "@" in netloc:
+        netloc = f"{MASK}@{netloc.rsplit('@', 1)[1]}"
+    path = "/".join(MASK if _looks_like_key(seg) else seg for seg in parts.path.split("/"))
+
+    def masked(text: str) -> str:
+        """Each `name=value` piece as it is, but for a credential's value."""
+        out = []
+        for piece in text.split("&"):
+            pair = parse_qsl(piece, keep_blank_values=True)
+            name, value = pair[0] if pair else ("", "")
+            out.append(f"{piece.split('=', 1)[0]}={MASK}" if pair and (_is_credential_name(name) or _looks_like_key(value))
+                       else piece)
+        return "&".join(out)
+
+    return urlunsplit((parts.scheme, netloc, path, masked(parts.query), masked(parts.fragment)))

@@ -65,7 +65,7 @@ def default_model_path() -> Path:
 
 def served_model_path() -> Path:
     """The GGUF file the embedded server loads: `EVEKIT_MODEL_PATH` as it is, else the packaged
-    model rewritten once with BF16 weights (`evekit.gguf.convert_to_bf16`) and cached per user.
+    model rewritten once with BF16 weights (`evekit.weights.convert_to_bf16`) and cached per user.
 
     Why BF16: llama.cpp has no repacked CPU kernel for the packaged file's Q4_1, and its BF16
     matrix products evaluate prompts 3.3 times as fast on this project's 2-core machine (830
@@ -86,7 +86,7 @@ def served_model_path() -> Path:
     print(f"evekit: rewriting the embedded model's weights as BF16 once, into {target} (about 10 s)",
           file=sys.stderr, flush=True)
     try:
-        from evekit.gguf import convert_to_bf16
+        from evekit.weights import convert_to_bf16
         convert_to_bf16(source, target)
     except Exception as e:  # noqa: BLE001 - any failure: serve what is installed, slower
         warnings.warn(f"could not rewrite {source} as BF16 ({type(e).__name__}: {e}); serving it as it is, "

@@ -193,7 +193,8 @@ def _interpret(res: GenerationResult, method: str, schema: dict[str, Any],
     raw = res.raw if res.raw is not None else res.text
     text = res.text or ""
     if not text.strip():
-        return _Attempt(JsonAnswer(None, raw, method, f"unusable reply ({method}): empty reply"), False)
+        return _Attempt(JsonAnswer(None, raw, method, f"unusable reply ({method}): {res.note or 'empty reply'}"),
+                        False)
     try:
         obj = extract(text) if method != "text" else text_parser(text)
     except UnusableReply as e:

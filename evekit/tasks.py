@@ -691,6 +691,8 @@ def score_samples(task: Task | str, items: Sequence[Item], results: Sequence[Gen
             parsed = task.parse(answer, item)
             if not answer and reasoning and parsed.reason:
                 parsed = parsed._replace(reason=f"{parsed.reason} after reasoning (did it run out of max_tokens?)")
+            if not answer and res.tool_calls and parsed.reason:  # not an empty answer: its own reason
+                parsed = parsed._replace(reason=res.note)
             scores = task.score(parsed, item)
         row.update({
             "filtered_resps": answer,
@@ -704,7 +706,8 @@ def score_samples(task: Task | str, items: Sequence[Item], results: Sequence[Gen
             # How the generation ended: "length" = cut off at max_tokens (`truncated`); none for a failed call.
             "finish_reason": None if res.failed else res.finish_reason,
             "completion_tokens": None if res.failed else int(res.completion_tokens or 0),
-            "truncated": bool(not res.failed and res.finish_reason == TRUNCATED_REASON),
+            # ... or cut by the client at MAX_REPLY_CHARS (`res.note` says so).
+            "truncated": bool(not res.failed and (res.finish_reason == TRUNCATED_REASON or res.clipped is not None)),
             **item_columns(task, item, documents=False),  # after the answer: lm-eval readers expect it 4th
         })
         row.update(scores)

@@ -12,6 +12,12 @@ from typing import Any, Literal
 
 Api = Literal["chat", "completions"]
 
+# The longest reply the client keeps, in characters (text, raw and reasoning each): ~25,000 tokens,
+# far beyond any answer a task asks for, while a runaway 5 MB reply would be copied into samples.csv,
+# model_outputs.jsonl, the report and the notebook. A longer one is cut here and marked
+# (`GenerationResult.clipped`, `note`).
+MAX_REPLY_CHARS = 100_000
+
 
 @dataclass(frozen=True)
 class GenerationRequest:
@@ -67,10 +73,31 @@ class GenerationResult:
     # Per generated token {"token", "logprob", "top_logprobs": [{"token", "logprob"}, ...]} when the
     # request asked for them and the server sent them (None otherwise).
     logprobs: list[dict[str, Any]] | None = None
+    # The reply's tool calls, [{"name", "arguments"}] (chat), when the server sent any. evekit offers no
+    # tools, so a reply of tool calls and no text is the model's answer in a form no task reads
+    # (`note` says so), not an empty answer; a server parsing the model's text as tool calls (vLLM
+    # with --enable-auto-tool-choice) does this too.
+    tool_calls: list[dict[str, Any]] | None = None
+    # The reply was longer than the client keeps (MAX_REPLY_CHARS): its length in characters;
+    # `text`, `raw` and `reasoning` were cut there.
+    clipped: int | None = None
 
     @property
     def failed(self) -> bool:
         return self.error is not None
+
+    @property
+    def note(self) -> str | None:
+        """What a reader of this answer must know that its text does not say: a reply of tool calls
+        only, a reply cut at the client's limit (None when neither)."""
+        notes = []
+        if self.tool_calls and not (self.text or "").strip():
+            calls = ", ".join(f"{c.get('name')}({str(c.get('arguments') or '')[:60]})" for c in self.tool_calls[:3])
+            more = f" and {len(self.tool_calls) - 3} more" if len(self.tool_calls) > 3 else ""
+            notes.append(f"the reply is tool calls only, no text: {calls}{more}")
+        if self.clipped is not None:
+            notes.append(f"the reply had {self.clipped:,} characters: cut at the first {MAX_REPLY_CHARS:,}")
+        return "; ".join(notes) or None
 
 
 @dataclass
@@ -96,6 +123,9 @@ class Usage:
 
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# How common API keys begin (OpenAI, Hugging Face, Groq, Google, xAI, Anthropic is "sk-ant-"):
+# a value that starts so is a pasted key (`check_api_key_env`, `endpoints.url_credentials_problem`).
+KEY_PREFIXES = ("sk-", "sk_", "hf_", "gsk_", "AIza", "xai-")
 
 
 def check_api_key_env(value: Any, where: str = "api_key_env") -> None:
@@ -108,7 +138,7 @@ def check_api_key_env(value: Any, where: str = "api_key_env") -> None:
     # Names are UPPER_SNAKE by convention; a long token mixing cases and digits, or with a key
     # prefix, is a pasted key.
     mixed = any(c.islower() for c in value) and any(c.isupper() for c in value) and any(c.isdigit() for c in value)
-    looks_like_key = (value.startswith(("sk-", "sk_", "hf_", "gsk_", "AIza")) or len(value) > 64
+    looks_like_key = (value.startswith(KEY_PREFIXES) or len(value) > 64
                       or (len(value) >= 20 and mixed) or not _ENV_NAME.fullmatch(value))
     if looks_like_key:
         raise ValueError(f"{where} must be the NAME of an environment variable (letters, digits and _, "

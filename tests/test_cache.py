@@ -263,3 +263,28 @@ def test_a_refused_format_is_cached_replayed_and_exported(tmp_path):
     replay = ModelClient("m", "http://127.0.0.1:9/v1", cache_dir=tmp_path / "fresh", offline=True, progress=False)
     (answer,) = ask_json(replay, msgs, schema, max_tokens=8)  # offline: a miss would raise CacheMiss
     assert answer.method == "json_object" and replay.usage.requests == 0
+
+
+def test_a_cache_written_before_the_later_columns_opens_and_keeps_its_answers(tmp_path):
+    """A cache.sqlite from before log-probabilities, tool calls and clipping were kept: its answers
+    replay, and it gains the columns."""
+    import sqlite3
+
+    key, fields = cache_key(MODEL, BASE), key_fields(MODEL, BASE)
+    db = sqlite3.connect(tmp_path / "cache.sqlite")
+    db.execute("CREATE TABLE responses (key TEXT PRIMARY KEY, request TEXT NOT NULL, text TEXT, reasoning TEXT, "
+               "raw TEXT, prompt_tokens INTEGER, completion_tokens INTEGER, finish_reason TEXT, created REAL)")
+    db.execute("INSERT INTO responses VALUES (?,?,?,?,?,?,?,?,?)",
+               (key, json.dumps(fields, sort_keys=True), "old", None, "old", 3, 2, "stop", 0.0))
+    db.commit()
+    db.close()
+    with ResponseCache(tmp_path) as cache:
+        old = cache.get(key)
+        assert (old.text, old.logprobs, old.tool_calls, old.clipped) == ("old", None, None, None)
+        other = replace(BASE, sample_index=9)
+        calls = [{"name": "f", "arguments": "{}"}]
+        cache.put(cache_key(MODEL, other), key_fields(MODEL, other), answer("", tool_calls=calls, clipped=123456))
+        new = cache.get(cache_key(MODEL, other))
+        assert new.tool_calls == calls and new.clipped == 123456
+        columns = {r[1] for r in cache._db.execute("PRAGMA table_info(responses)")}
+    assert {"logprobs", "tool_calls", "clipped"} <= columns

@@ -182,10 +182,44 @@ def test_a_claim_of_a_dead_process_is_taken_over(tmp_path):
     import socket
     cache._db.execute("INSERT INTO claims VALUES (?,?,?,?,?)", ("k1", "ghost", socket.gethostname(), pid,
                                                                 time.time() + 3600))
-    cache._db.execute("INSERT INTO claims VALUES (?,?,?,?,?)", ("k2", "alive", socket.gethostname(), os.getpid(),
-                                                                time.time() + 3600))
+    assert cache.claim_many(["k2"], "alive", ttl=3600) == {"k2"}  # a run of this process, still sending
     cache._db.execute("INSERT INTO claims VALUES (?,?,?,?,?)", ("k3", "late", "other-host", 1, time.time() - 1))
     assert cache.claim_many(["k1", "k2", "k3", "k4"], "me", ttl=60) == {"k1", "k3", "k4"}
     assert cache.claimed("k2") and cache.claimed("k1")
     cache.release("me")
     assert not cache.claimed("k1") and cache.claimed("k2")
+    cache.release("alive")
+    assert not cache.claimed("k2")
+
+
+def test_a_claim_left_by_an_ended_run_of_this_process_blocks_nobody(tmp_path, monkeypatch):
+    """A run whose release failed (a full disk) leaves its claims behind, under this process's live
+    pid: once that owner is done they are stale, not held for their whole time to live."""
+    import sqlite3
+    from contextlib import contextmanager
+
+    from evekit.errors import CacheError
+
+    cache = ResponseCache(tmp_path)
+    assert cache.claim_many(["k"], "ended-run", ttl=3600) == {"k"}
+    assert cache.claimed("k") and cache.claim_many(["k"], "next-run", ttl=60) == set()
+    real = cache._transaction
+
+    @contextmanager
+    def full_disk():
+        with real():
+            raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(cache, "_transaction", full_disk)
+    try:
+        cache.release("ended-run")
+    except CacheError as e:
+        assert "no space left" in str(e) and str(cache.path) in str(e)
+    else:
+        raise AssertionError("the release was expected to fail")
+    monkeypatch.setattr(cache, "_transaction", real)
+    assert cache._db.execute("SELECT owner FROM claims").fetchall() == [("ended-run",)]  # the row stayed
+    assert not cache.claimed("k")
+    assert cache.claim_many(["k"], "next-run", ttl=60) == {"k"}
+    cache.release("next-run")
+    cache.close()

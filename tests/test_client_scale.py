@@ -102,8 +102,9 @@ def test_tasks_stay_bounded_and_results_stream_to_the_caller_and_the_cache(tmp_p
     replay.close()
 
 
-def test_openai_builds_the_headers_and_the_body_is_the_request(tmp_path, monkeypatch):
-    """What reaches the server: openai's auth and identification headers, the JSON body."""
+def test_the_headers_and_the_body_are_the_request(tmp_path, monkeypatch):
+    """What reaches the server: the key as a bearer token, OpenAI's organisation and project from the
+    environment (as the openai package sends them), evekit's user agent, the JSON body."""
     from aiohttp import web
 
     got: list[tuple[Any, dict]] = []
@@ -132,12 +133,15 @@ def test_openai_builds_the_headers_and_the_body_is_the_request(tmp_path, monkeyp
 
     monkeypatch.setenv("EVEKIT_TEST_KEY", "sk-test-1234")
     monkeypatch.setenv("OPENAI_ORG_ID", "org-test")
+    monkeypatch.setenv("OPENAI_PROJECT_ID", "proj-test")
     [result] = asyncio.run(run())
     assert result.text == "ok" and result.prompt_tokens == 3
     headers, body = got[0]
     assert headers["Authorization"] == "Bearer sk-test-1234"
     assert headers["OpenAI-Organization"] == "org-test"
-    assert headers["User-Agent"].startswith("AsyncOpenAI/Python")
+    assert headers["OpenAI-Project"] == "proj-test"
+    assert headers["User-Agent"].startswith("evekit/")
+    assert not any(k.lower().startswith("x-stainless") for k in headers)
     assert headers["Content-Type"] == "application/json"
     assert body == {"model": MODEL, "temperature": 0.2, "max_tokens": 7, "stop": ["\n"], "seed": 1,
                     "messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}]}
@@ -146,7 +150,7 @@ def test_openai_builds_the_headers_and_the_body_is_the_request(tmp_path, monkeyp
 def test_claimed_many_sees_live_claims_only(tmp_path):
     cache = ResponseCache(tmp_path)
     host = socket.gethostname()
-    cache._db.execute("INSERT INTO claims VALUES (?,?,?,?,?)", ("live", "other", host, os.getpid(), time.time() + 60))
+    assert cache.claim_many(["live"], "other", ttl=60) == {"live"}  # another run of this process, still sending
     cache._db.execute("INSERT INTO claims VALUES (?,?,?,?,?)", ("expired", "other", "elsewhere", 1, time.time() - 1))
     assert cache.claimed_many(["live", "expired", "free"]) == {"live"}
     # a claim on keys nobody holds is one insert; a live claim of another owner is respected
@@ -154,4 +158,5 @@ def test_claimed_many_sees_live_claims_only(tmp_path):
     assert cache.claimed_many(["free", "expired"]) == {"free", "expired"}
     cache.release("me")
     assert cache.claimed_many(["free", "live", "expired"]) == {"live"}
+    cache.release("other")
     cache.close()

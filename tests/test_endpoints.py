@@ -14,7 +14,8 @@ import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
 from evekit import batch
-from evekit.endpoints import LIMITS_ENV, SLOTS_ENV, EndpointSlots, endpoint_key, merge_limits
+from evekit.endpoints import (LIMITS_ENV, SLOTS_ENV, EndpointSlots, endpoint_key, merge_limits, redact_url,
+                              url_credentials_problem)
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from stub_server import StubServer  # noqa: E402
@@ -150,3 +151,46 @@ def test_phases_are_data_driven_and_ranking_runs_with_win_rate():
     assert [[f.name for f in g] for g in batch.phases(files)] == [
         ["judge_validation.fact.yaml"], ["refusal.yaml", "open_ended.yaml"],
         ["ranking.yaml", "win_rate.yaml"], ["summary.yaml"]]
+
+
+# -- credentials in a URL ----------------------------------------------------------------------
+KEY = "sk-proj-SENTINEL99"
+
+
+@pytest.mark.parametrize("url, part", [
+    (f"http://user:{KEY}@host:8080/v1", "user name or password"),
+    ("http://user:hunter2@host/v1", "user name or password"),
+    (f"http://{KEY}@host/v1", "user name or password"),
+    (f"http://host/v1?key={KEY}", "query parameter 'key'"),
+    ("http://host/v1?key=plainvalue", "query parameter 'key'"),
+    ("http://host/v1?api_key=x", "'api_key'"), ("http://host/v1?apikey=x", "'apikey'"),
+    ("http://host/v1?API-KEY=x", "'API-KEY'"), ("http://host/v1?x-goog-api-key=x", "'x-goog-api-key'"),
+    ("http://host/v1?token=x", "'token'"), ("http://host/v1?access_token=x", "'access_token'"),
+    ("http://host/v1?auth=x", "'auth'"), ("http://host/v1?signature=x", "'signature'"),
+    ("http://host/v1?sig=x", "'sig'"), ("http://host/v1?password=x", "'password'"),
+    ("http://host/v1?client_secret=x", "'client_secret'"), ("http://host/v1?subscription-key=x", "'subscription-key'"),
+    (f"http://host/v1?q={KEY}", "looks like a key"),
+    (f"http://host/{KEY}/v1", "path segment"),
+    ("http://host/v1#token=x", "fragment parameter 'token'"),
+])
+def test_a_credential_in_a_url_is_named_never_shown(url, part):
+    problem = url_credentials_problem(url, "judge 'j': base_url")
+    assert problem is not None and part in problem, problem
+    assert problem.startswith("judge 'j': base_url ") and "api_key_env" in problem and "export " in problem
+    secret = KEY if KEY in url else ("hunter2" if "hunter2" in url else ("plainvalue" if "plainvalue" in url else "=x"))
+    assert secret not in problem and secret not in redact_url(url)
+    assert redact_url(url) in problem and "***" in redact_url(url)
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1:8080/v1", "https://api.openai.com/v1",
+                                 "https://x.openai.azure.com/openai/v1?api-version=2024-06-01",
+                                 "http://[::1]:8080/v1", "${EVEKIT_SERVER_URL}", "http://host/v1?model=key"])
+def test_an_ordinary_url_has_no_problem_and_is_not_redacted(url):
+    assert url_credentials_problem(url) is None
+    assert redact_url(url) == url
+
+
+def test_redaction_keeps_what_is_not_secret():
+    assert redact_url("https://u:p@host:8443/v1/?api-version=1&key=s#x") == \
+        "https://***@host:8443/v1/?api-version=1&key=***#x"
+    assert redact_url("http://[bad") == "***"  # unparseable: nothing of it is shown

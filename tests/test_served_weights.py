@@ -1,5 +1,5 @@
 """The embedded model's weights as llama-server loads them: the packaged Q4_1 GGUF rewritten with
-BF16 weights (`evekit.gguf.convert_to_bf16`, `evekit.server.served_model_path`)."""
+BF16 weights (`evekit.weights.convert_to_bf16`, `evekit.server.served_model_path`)."""
 from __future__ import annotations
 
 import warnings
@@ -11,7 +11,8 @@ gguf = pytest.importorskip("gguf")
 from gguf.quants import dequantize, quantize  # noqa: E402
 
 from evekit import server  # noqa: E402
-from evekit.gguf import convert_to_bf16, read_metadata  # noqa: E402
+from evekit.tokenizer import read_metadata  # noqa: E402
+from evekit.weights import convert_to_bf16  # noqa: E402
 
 Q = gguf.GGMLQuantizationType
 BF16_STEP = 2.0 ** -7  # BF16's gap between numbers in [1, 2) (7 stored fraction bits): rounding to nearest
@@ -111,7 +112,7 @@ def test_the_server_loads_the_rewrite_made_once_per_file(packaged, tmp_path, mon
     def must_not_run(*args):
         raise AssertionError("converted again")
 
-    monkeypatch.setattr("evekit.gguf.convert_to_bf16", must_not_run)
+    monkeypatch.setattr("evekit.weights.convert_to_bf16", must_not_run)
     assert server.served_model_path() == served and served.stat().st_mtime_ns == stamp
     # Other bytes (another release of the package) get a rewrite of their own.
     packaged.write_bytes(packaged.read_bytes() + b"\0")
@@ -134,7 +135,7 @@ def test_when_the_rewrite_fails_the_packaged_file_is_served_with_a_warning(packa
     def fail(source, target):
         raise OSError("No space left on device")
 
-    monkeypatch.setattr("evekit.gguf.convert_to_bf16", fail)
+    monkeypatch.setattr("evekit.weights.convert_to_bf16", fail)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         assert server.served_model_path() == packaged

