@@ -5,7 +5,7 @@ from __future__ import annotations
 import html
 from typing import Iterable
 
-__all__ = ["GLOSSARY", "define", "glossary_html"]
+__all__ = ["entry", "GLOSSARY", "define", "glossary_html"]
 
 # term -> definition (a sentence; "higher is better" or "lower is better" where it applies)
 GLOSSARY: dict[str, str] = {
@@ -65,18 +65,24 @@ GLOSSARY: dict[str, str] = {
 }
 
 
-def define(term: str) -> str | None:
-    """The term's definition; a per-judge or corrected name (`llm_as_judge_<judge>`, `..._ppi`) gets its
-    family's."""
+def entry(term: str) -> str | None:
+    """The glossary entry that defines `term`: itself, or its family's for a per-judge or corrected
+    name (`llm_as_judge_<judge>`, `..._ppi`); None when the glossary does not define it."""
     if term in GLOSSARY:
-        return GLOSSARY[term]
+        return term
     if term.endswith("_ppi"):
-        return GLOSSARY["ppi"]
+        return "ppi"
     if term.startswith("llm_as_judge_"):
-        return GLOSSARY["llm_as_judge"]
+        return "llm_as_judge"
+    return None
+
+
+def define(term: str) -> str | None:
+    """The term's definition (its family's for a per-judge or corrected name)."""
     if term.startswith("acc_permutation_"):
         return "accuracy with the options in one fixed shuffled order (0 to 1; higher is better)."
-    return None
+    key = entry(term)
+    return GLOSSARY[key] if key else None
 
 
 def glossary_html(terms: Iterable[str] | None = None) -> str:

@@ -8,7 +8,9 @@ Two rules, one for what is read and one for what is written:
 - what a run writes (output_dir, cache_dir) goes to the working directory (`output_path`), never
   into the installed package or the checkout, unless the working directory is inside the checkout
   (JupyterLab in `notebooks/`, `make demo`): then it is taken from the checkout's root, so a
-  notebook and `evekit run` agree on where `outputs/` is.
+  notebook and `evekit run` agree on where `outputs/` is;
+- a call cache is where a run writes it, except a recording the checkout ships outside `outputs/`
+  (the demo's), which is used in place from any working directory (`cache_path`).
 """
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ import os
 import re
 from pathlib import Path
 
-__all__ = ["REPO_ROOT", "resolve_path", "output_path", "display_path", "safe_name", "user_cache_dir"]
+__all__ = ["REPO_ROOT", "resolve_path", "output_path", "cache_path", "display_path", "safe_name", "user_cache_dir"]
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -47,6 +49,19 @@ def output_path(path: str | os.PathLike[str]) -> Path:
         return p
     cwd = Path.cwd().resolve()
     return REPO_ROOT / p if cwd == REPO_ROOT or REPO_ROOT in cwd.parents else cwd / p
+
+
+def cache_path(path: str | os.PathLike[str]) -> Path:
+    """Where a call cache is (read and written): where a run writes (`output_path`), except a
+    recording that ships in the checkout outside its `outputs/` folder (the demo's committed cache),
+    which is used in place from any working directory: copying it would re-record nothing, and
+    not finding it would call the model again."""
+    p = Path(path).expanduser()
+    written = output_path(p)
+    bundled = REPO_ROOT / p
+    if not p.is_absolute() and not written.exists() and bundled.exists() and p.parts[:1] != ("outputs",):
+        return bundled
+    return written
 
 
 def display_path(path: Path) -> str:

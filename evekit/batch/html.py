@@ -1,6 +1,7 @@
 """report.html: an executed notebook rendered without code, with a header naming the run."""
 from __future__ import annotations
 
+import html
 import json
 import re
 import threading
@@ -46,7 +47,10 @@ def report_identity(executed_notebook: Path, *, params_file: Path | None = None,
                         details={k: v for k, v in record.items() if k not in ("kind", "notebook", "run_name",
                                                                                "files", "created")})
         subject = kind.subject(rec, params) or subject
-    return {"run_name": record.get("run_name") or params.get("run_name"), "notebook": notebook,
+    card = ""
+    if kind is not None and record_dir is not None:
+        card = kind.card(rec)
+    return {"run_name": record.get("run_name") or params.get("run_name"), "notebook": notebook, "card": card,
             "kind": record.get("kind"), "model": subject,
             "num_fewshot": fewshot if isinstance(fewshot, int) else None,
             "params_file": display_path(params_file) if params_file is not None else None}
@@ -81,6 +85,8 @@ def render_html(executed_notebook: Path, html_path: Path, *, params_file: Path |
              f"model `{identity['model']}`" if identity.get("model") else None,
              f"{identity['num_fewshot']}-shot" if identity.get("num_fewshot") is not None else None]
     lines.append(" · ".join(f for f in facts if f))
+    if identity.get("card"):  # the verdict in words, before anything else the report shows
+        lines += ["", f'<p class="evekit-card"><strong>{html.escape(identity["card"])}</strong></p>']
     if identity.get("params_file"):
         real = identity["params_file"]
         lines += ["", f"Reproduce: `papermill notebooks/{identity['notebook']}.ipynb out.ipynb -f {real}`"

@@ -13,7 +13,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import evekit
+from evekit.cards import flags_text
 from evekit.demo import DEMO_MODEL_NOTE, demo_judge_note, demo_judges, is_demo_model
+from evekit.glossary import entry, glossary_html
 from evekit.report import write_text_atomic
 from evekit.runs.records import RunRecord, find_run_records
 from evekit.runs.registry import KINDS
@@ -44,6 +46,20 @@ def _other_runs_list(run_dir: Path, batch_runs: "list[Path] | tuple[Path, ...]")
     return f"<h2>Other runs of this batch</h2>\n<ul>{items}</ul>"
 
 
+METRIC_CELL = 2  # the headline metric's name in a task row
+VALUE_CELL = 3  # the headline value's cell in a task row: where its trust flags go
+
+
+def _cell(text: str, flags: tuple = ()) -> str:
+    """A table cell of escaped text; flagged: the mark, with the reasons as its tooltip."""
+    if not flags:
+        return f"<td>{html.escape(text)}</td>"
+    why = flags_text(flags)
+    kinds = " ".join(sorted({f.kind for f in flags}))
+    return (f'<td class="flagged" data-flags="{html.escape(kinds)}">{html.escape(text)} '
+            f'<span class="flag" title="{html.escape(why)}">{html.escape(flags[0].mark)}</span></td>')
+
+
 def write_index(run_dir: Path, batch_runs: "list[Path] | tuple[Path, ...]" = ()) -> Path:
     """`<run_dir>/index.html`; `failed/` holds the batch runner's reports of notebooks that failed.
     `batch_runs`: the run folders of the same `evekit run` (this one may be among them); the index
@@ -56,6 +72,7 @@ def write_index(run_dir: Path, batch_runs: "list[Path] | tuple[Path, ...]" = ())
     rows = [f"<tr><td colspan='8'>unreadable: {html.escape(str(p.relative_to(run_dir)))}</td></tr>"
             for p in unreadable]
     extra = []
+    cards: list[str] = []  # each run's verdict in words, first on the page
     # Kinds with a results row first (tasks), then the others in batch order (judge validation,
     # win rates and rankings, the summary).
     known = [r for r in records if r.kind in KINDS]
@@ -73,10 +90,21 @@ def write_index(run_dir: Path, batch_runs: "list[Path] | tuple[Path, ...]" = ())
                 continue
             models.add(row.cells[1])
             link = f'<a href="{href}">report</a>' if report.exists() else "no report"
-            rows.append("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row.cells) + f"<td>{link}</td></tr>")
+            cells = [_cell(c, row.flags if i == VALUE_CELL else ()) for i, c in enumerate(row.cells)]
+            term = entry(row.cells[METRIC_CELL])
+            if term:  # the metric's name links to its definition
+                cells[METRIC_CELL] = (f'<td><a href="#g-{html.escape(term)}">{html.escape(row.cells[METRIC_CELL])}'
+                                      '</a></td>')
+            rows.append("<tr>" + "".join(cells) + f"<td>{link}</td></tr>")
+            card = kind.card(record)
+            if card:
+                cards.append(f"<li>{html.escape(card)}</li>")
             continue
         label = kind.label(record)
         note = kind.headline(record)
+        card = kind.card(record)
+        if card:
+            cards.append(f"<li>{html.escape(card)}</li>")
         target = f'<a href="{href}">{html.escape(label)}</a>' if report.exists() else f"{html.escape(label)} (no report)"
         extra.append(f"<li>{target} {html.escape(note)}</li>")
     for report in sorted(run_dir.glob("failed/*/report.html")):
@@ -89,19 +117,23 @@ def write_index(run_dir: Path, batch_runs: "list[Path] | tuple[Path, ...]" = ())
 <html><head><meta charset="utf-8"><title>evekit run {html.escape(run_dir.name)}</title>
 <style>body{{font-family:sans-serif;margin:2em;max-width:90em}}table{{border-collapse:collapse}}
 td:nth-child(4){{white-space:nowrap}}
-td,th{{border:1px solid #ccc;padding:.3em .6em;text-align:left}}th{{background:#eee}}</style></head>
+td,th{{border:1px solid #ccc;padding:.3em .6em;text-align:left}}th{{background:#eee}}
+.flag{{color:#b35900;font-weight:bold;cursor:help}}ul.cards li{{margin:.3em 0}}</style></head>
 <body><h1>evekit run <code>{html.escape(run_dir.name)}</code></h1>
+{"<h2>In words</h2><ul class='cards'>" + "".join(cards) + "</ul>" if cards else ""}
 <p>Headline metric per task with its 95% confidence interval; <em>n</em>: the items behind that metric
 (of the run's items, when some were left out). <em>baseline</em>: the accuracy of always giving the most
 frequent gold answer, where items have one gold letter or label. <em>unparsed</em>: answers the
 model gave in an unusable form (scored wrong); <em>failed</em>: infrastructure failures (excluded from the
-metric).{demo_note}</p>
+metric). <span class="flag">\u26a0</span>: a number not to read at face value (hover for why).{demo_note}</p>
 <table><tr><th>task</th><th>model</th><th>metric</th><th>value [95% CI]</th><th>n</th><th>unparsed</th>
 <th>failed</th><th>baseline: always the most frequent answer</th><th></th></tr>
 {''.join(rows)}
 </table>
 <ul>{''.join(extra)}</ul>
 {others}
+<h2>Glossary</h2>
+{glossary_html()}
 <p><small>evekit {evekit.__version__}, written {datetime.now(timezone.utc).isoformat(timespec='seconds')}</small></p>
 </body></html>
 """

@@ -23,6 +23,7 @@ class IndexRow:
 
     cells: tuple[str, ...]
     report: str | None = None
+    flags: tuple[Any, ...] = ()  # `cards.Flag`s of the headline number: a mark and a tooltip on its cell
 
 
 def _nothing(*_: Any) -> Any:
@@ -44,6 +45,8 @@ class RunKind:
     - `headline(record)`: one line for the index; `index_row(record)`: a row of the index's
       results table instead (task results); `subject(record, params)`: what a report is about,
       for its title (the model, "a vs b", the judges).
+    - `card(record)`: the run's verdict in words (`evekit.cards`), the first thing its report and
+      the index say; "" when there is none.
     - `plan_note`: why `evekit plan` does not plan this kind (None: it plays the run's steps).
     - `runner`: where the kind's NotebookRun class is (`module:Class`; imported by `load_runner`,
       since the runner imports its kind).
@@ -58,6 +61,7 @@ class RunKind:
     runner: str
     reads: Callable[[Params], list[str]] | None = field(default=lambda p: [])
     headline: Callable[[RunRecord], str] = lambda record: ""
+    card: Callable[[RunRecord], str] = lambda record: ""
     index_row: Callable[[RunRecord, Any], IndexRow | None] | None = None
     subject: Callable[[RunRecord, Mapping[str, Any]], str | None] = _nothing
     implied: Callable[[str, Mapping[str, Any]], dict[str, Any]] = field(default=lambda notebook, values: {})

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Iterator, Literal, Mapping, Sequence
 
 from evekit.errors import ParameterError, unknown_names
-from evekit.paths import output_path, resolve_path
+from evekit.paths import cache_path, output_path, resolve_path
 from evekit.types import JUDGE_MAX_TOKENS, JudgeSpec
 
 __all__ = ["files_checked", "check_files", "param", "Params", "OnTask", "Seeded", "Limited", "SeedLimit", "Judging", "ShowsValidation", "BothOrders", "Client", "Output", "injected_parameters", "check_injected",
@@ -377,7 +377,7 @@ class Client(Params):
 
     @property
     def cache_path(self) -> Path:
-        return output_path(self.cache_dir)
+        return cache_path(self.cache_dir)
 
     def client_settings(self) -> dict[str, Any]:
         """The keyword arguments every model client and judge panel of the run takes."""

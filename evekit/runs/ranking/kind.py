@@ -5,6 +5,7 @@ from typing import Any, Mapping
 
 import pandas as pd
 
+from evekit.cards import degenerate_judge_flag, flags_text, ranks_text
 from evekit.runs.kind import RunKind
 from evekit.runs.ranking.params import RankingParams
 from evekit.runs.records import RunRecord
@@ -25,6 +26,22 @@ def headline(record: RunRecord) -> str:
         return ""
 
 
+def card(record: RunRecord) -> str:
+    """The pooled ranks as Arena prints them (ties shown as ties), and a mark on a judge that tells
+    the models apart not at all."""
+    try:
+        df = pd.read_csv(record.dir / "ratings.csv")
+        pooled = df[df["judge"] == "pooled"].sort_values(["rank", "rating"], ascending=[True, False])
+        if pooled.empty:
+            return ""
+        text = f"Ranks (pooled judges; a rank is 1 + the models clearly better, so models not told apart share one): {ranks_text(pooled.to_dict('records'))}."
+        flags = [f for judge, g in df[df["judge"] != "pooled"].groupby("judge")
+                 if (f := degenerate_judge_flag(str(judge), g["rating"])) is not None]
+        return text + (f" {flags_text(flags)}" if flags else "")
+    except Exception:  # a half-written or foreign table must not break the index or the report
+        return ""
+
+
 def _reads(p: Any) -> list[str]:
     files = [m.get("file") for m in p.models if isinstance(m, dict)]
     return [f for f in [p.judge_validation, *files] if isinstance(f, str) and f]
@@ -37,5 +54,5 @@ def _subject(record: RunRecord, params: Mapping[str, Any]) -> str | None:
 
 
 KIND = RunKind(name="ranking", title="ranking", phase=2, notebooks=("ranking",), params=RankingParams,
-               runner="evekit.runs.ranking.run:RankingRun", reads=_reads, headline=headline, subject=_subject,
+               runner="evekit.runs.ranking.run:RankingRun", reads=_reads, headline=headline, card=card, subject=_subject,
                plan_note="not planned: its judge calls depend on the answer files of other runs")

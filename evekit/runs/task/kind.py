@@ -5,6 +5,8 @@ import json
 from pathlib import Path
 from typing import Any, Mapping
 
+from evekit.cards import judge_flags, task_card
+from evekit.metrics import METRICS
 from evekit.report import format_metric
 from evekit.runs.kind import IndexRow, RunKind
 from evekit.runs.records import RunRecord
@@ -12,7 +14,7 @@ from evekit.runs.task.params import TaskParams
 from evekit.runs.task.results import headline
 from evekit.tasks import TASKS
 
-__all__ = ["KIND", "CUSTOM_NOTEBOOK"]
+__all__ = ["KIND", "CUSTOM_NOTEBOOK", "headline_flags"]
 
 # The notebook of tasks defined in a YAML file; every EVE task has a notebook of its name.
 CUSTOM_NOTEBOOK = "custom_task"
@@ -40,16 +42,43 @@ def _baseline_cell(res: dict[str, Any]) -> str:
     return f'always "{constant["answer"]}": {format_metric(constant)}' + ("" if beaten else " (not beaten)")
 
 
-def index_row(record: RunRecord, results: dict[str, Any] | None = None) -> IndexRow:
-    """The index's row of one task result; ValueError when its results.json is unreadable."""
+def _results(record: RunRecord) -> dict[str, Any]:
     try:
-        res = results if results is not None else json.loads((record.dir / "results.json").read_text())
+        res = json.loads((record.dir / "results.json").read_text())
         res["task"], res["model"], res["n"]
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ValueError(f"{record.dir / 'results.json'}: {exc}") from None
+    return res
+
+
+def headline_flags(res: dict[str, Any]) -> list:
+    """The trust flags of a result's headline number (`cards.judge_flags` when it is judged)."""
+    name, _ = headline(res)
+    return judge_flags(res) if name.startswith(("judge_voting", "llm_as_judge")) else []
+
+
+def index_row(record: RunRecord, results: dict[str, Any] | None = None) -> IndexRow:
+    """The index's row of one task result; ValueError when its results.json is unreadable."""
+    res = results if results is not None else _results(record)
     name, m = headline(res)
     return IndexRow((str(res["task"]), str(res["model"]), name, format_metric(m), _metric_n(res, m),
-                     str(res.get("n_unparsed", 0)), _failed_cell(res), _baseline_cell(res)))
+                     str(res.get("n_unparsed", 0)), _failed_cell(res), _baseline_cell(res)),
+                    flags=tuple(headline_flags(res)))
+
+
+def card(record: RunRecord) -> str:
+    """'open_ended · smollm2-135m-instruct · 5-shot: judge_voting 0.55 [0.40, 0.70], n = 12 of 14
+    (higher is better). ⚠ Judges failed validation ...'"""
+    try:
+        res = _results(record)
+    except ValueError:
+        return ""
+    name, m = headline(res)
+    metric = METRICS.get(name)
+    shots = (res.get("params") or {}).get("num_fewshot")
+    label = f"{res['model']} · {shots}-shot" if isinstance(shots, int) and shots > 0 else str(res["model"])
+    return task_card(res, name, m, label=label,
+                     better="higher" if metric is None or metric.higher_is_better else "lower")
 
 
 def _subject(record: RunRecord, params: Mapping[str, Any]) -> str | None:
@@ -70,6 +99,6 @@ def _implied(notebook: str, values: Mapping[str, Any]) -> dict[str, Any]:
 
 KIND = RunKind(
     name="task", title="task", phase=1, notebooks=(*TASKS, CUSTOM_NOTEBOOK), params=TaskParams, runner="evekit.runs.task.run:TaskRun",
-    reads=_reads, index_row=index_row, subject=_subject,
+    reads=_reads, index_row=index_row, card=card, subject=_subject,
     implied=_implied, variant=lambda notebook: "custom" if notebook == CUSTOM_NOTEBOOK else "task", plan_note=None,
 )

@@ -5,6 +5,7 @@ from typing import Any, Mapping
 
 import pandas as pd
 
+from evekit.cards import position_bias_flag, win_rate_card
 from evekit.report import format_metric, json_safe
 from evekit.runs.kind import RunKind
 from evekit.runs.records import RunRecord
@@ -30,6 +31,18 @@ def headline(record: RunRecord) -> str:
         return ""
 
 
+def card(record: RunRecord) -> str:
+    """The majority vote's conclusion in words, with a warning when the judges prefer a position."""
+    try:
+        df = pd.read_csv(record.dir / "summary.csv").set_index("judge")
+        m = df.loc["majority"]
+        bias = position_bias_flag(m.get("position_bias"), m.get("position_bias_ci_low"),
+                                  m.get("position_bias_ci_high"), m.get("position_votes"))
+        return win_rate_card(str(m["model_a"]), str(m["model_b"]), m.to_dict(), bias=bias)
+    except Exception:  # a half-written or foreign summary must not break the index or the report
+        return ""
+
+
 def _reads(p: Any) -> list[str]:
     """The answer files of both sides, and the judges' validation."""
     files = [m.get("file") for m in [*p.model_a, *p.model_b] if isinstance(m, dict)]
@@ -44,5 +57,5 @@ def _subject(record: RunRecord, params: Mapping[str, Any]) -> str | None:
 
 
 KIND = RunKind(name="win_rate", title="win rate", phase=2, notebooks=("win_rate",), params=WinRateParams,
-               runner="evekit.runs.win_rate.run:WinRateRun", reads=_reads, headline=headline, subject=_subject,
+               runner="evekit.runs.win_rate.run:WinRateRun", reads=_reads, headline=headline, card=card, subject=_subject,
                plan_note="not planned: its judge calls depend on the answer files of other runs")
