@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
 __all__ = ["KAPPA_BAR", "Flag", "judge_flags", "position_bias_flag", "degenerate_judge_flag", "flags_text",
-           "task_card", "comparison_card", "comparisons_card", "win_rate_card", "ranks_text", "fmt_ci"]
+           "MARK", "task_card", "comparison_card", "comparisons_card", "win_rate_card", "ranks_text", "fmt_ci"]
 
 KAPPA_BAR = 0.4  # the validated kappa below which a judge's scores are flagged (as judges.validation warns)
 MARK = "\u26a0"  # ⚠, beside a flagged number

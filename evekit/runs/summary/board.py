@@ -12,16 +12,17 @@ import numpy as np
 import pandas as pd
 
 from evekit import stats
+from evekit.cards import MARK, comparison_card, comparisons_card
 from evekit.report import format_metric
 from evekit.runs.ranking.kind import KIND as RANKING
 from evekit.runs.records import RUN_RECORD, read_run_record, write_run_record
 from evekit.runs.summary.kind import KIND
-from evekit.runs.task.kind import KIND as TASK
+from evekit.runs.task.kind import KIND as TASK, headline_flags
 from evekit.runs.task.results import headline
 from evekit.demo import DEMO_MODEL_NOTE, demo_judge_note, demo_judges, is_demo_model
 
 __all__ = ["Entry", "collect", "leaderboard", "leaderboard_wide", "paired_tests", "detectable_differences",
-           "usage_totals", "save_summary", "demo_model_note", "rankings", "RANKING_COLUMNS"]
+           "usage_totals", "save_summary", "verdicts", "demo_model_note", "rankings", "RANKING_COLUMNS"]
 
 _DECIMALS = 12
 
@@ -124,17 +125,30 @@ def leaderboard(entries: list[Entry]) -> pd.DataFrame:
             "ci_high": None if m is None else m.get("ci_high"),
             "n": e.results["n"] if m is None else m.get("n", e.results["n"]), "items": e.results["n"],
             "unparsed": e.results.get("n_unparsed", 0), "failed": e.results.get("n_failed", 0),
+            # why the number is not to be read at face value (cards.judge_flags): the CSV column
+            "trust": ", ".join(f.kind for f in headline_flags(e.results)),
         })
     return pd.DataFrame(rows)
 
 
 def leaderboard_wide(board: pd.DataFrame) -> pd.DataFrame:
-    """Models x tasks, each cell 'value [low, high]'."""
+    """Models x tasks, each cell 'value [low, high]' (with ⚠ when its trust column flags it)."""
     if board.empty:
         return board
-    cell = board.apply(lambda r: format_metric(None if pd.isna(r["value"]) else r.to_dict()), axis=1)
+    cell = board.apply(lambda r: format_metric(None if pd.isna(r["value"]) else r.to_dict())
+                       + (f" {MARK} {r['trust']}" if r.get("trust") else ""), axis=1)
     wide = board.assign(cell=cell).pivot_table(index="model", columns="task", values="cell", aggfunc="first")
     return wide.fillna("–")
+
+
+def verdicts(tests: pd.DataFrame, detectable: pd.DataFrame | None = None) -> list[str]:
+    """The paired tests in words: per pair of models across tasks, then one sentence per task
+    (with the smallest difference its n can detect), never claiming more than the Holm-adjusted test."""
+    if tests is None or not len(tests):
+        return []
+    rows = tests.to_dict("records")
+    mdd = {} if detectable is None else dict(zip(detectable["task"], detectable["mdd"]))
+    return comparisons_card(rows) + [comparison_card(r, mdd=mdd.get(r["task"])) for r in rows]
 
 
 def _judge_names(e: Entry, samples: pd.DataFrame) -> list[str]:

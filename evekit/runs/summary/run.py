@@ -68,6 +68,8 @@ class SummaryRun(NotebookRun):
         if not len(self.tests):
             print("Only one model per task: nothing to compare.")
             return None
+        for line in lb.verdicts(self.tests, lb.detectable_differences(self.entries)):
+            print(line)
         return self.tests.round(4)
 
     def detectable(self) -> pd.DataFrame:

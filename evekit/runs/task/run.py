@@ -449,6 +449,15 @@ class TaskRun(NotebookRun):
 
         return judge_trust(resolve_path(self.config.judge_validation), self.judge_names, kind=self.task.judge_kind)
 
+    def _majority_label_share(self) -> float | None:
+        """How often the validation's most common expert label occurs: the accuracy of a judge
+        that always gives it (a trust flag's bar, `cards.judge_flags`)."""
+        try:
+            share = json.loads(resolve_path(self.config.judge_validation).read_text()).get("majority_label_share")
+        except (OSError, ValueError, AttributeError):
+            return None
+        return float(share) if isinstance(share, (int, float)) else None
+
     def _judge_notes(self, trust: pd.DataFrame | None = None) -> list[str]:
         """Warnings about the judges (validated kappa below 0.4, not validated, demo model), also
         kept for results.json."""
@@ -680,7 +689,8 @@ class TaskRun(NotebookRun):
                                  "demo_judges": self.demo_judges}
         trust = self.judge_trust()
         if trust is not None:
-            extra["judge_trust"] = {"validation": self.config.judge_validation, "judges": trust.to_dict("records")}
+            extra["judge_trust"] = {"validation": self.config.judge_validation, "judges": trust.to_dict("records"),
+                                    "majority_label_share": self._majority_label_share()}
         self._judge_notes(trust)
         return extra
 
