@@ -4,6 +4,7 @@
     .venv/bin/python benchmarks/bench_server.py --engine llama-cpp-python   # the server evekit used before
     .venv/bin/python benchmarks/bench_server.py --weights packaged         # the Q4_1 file, not its BF16 rewrite
     .venv/bin/python benchmarks/bench_server.py --long-prompts             # ~500 prompt tokens per request
+    .venv/bin/python benchmarks/bench_server.py --background-load 1 --threads 1 --poll 0  # under contention
 
 Each concurrency level sends the same 24 short EO questions (temperature 0, `--max-tokens`) from a
 thread pool of that size, after one warm-up request. `llama-server` is evekit's EmbeddedServer
@@ -15,12 +16,17 @@ question (each prompt starts differently, so no cached prefix helps): the prompt
 multiple-choice notebooks, where the weights' format matters most.
 Memory is read from /proc/<pid>/status (VmHWM: the peak resident set of the server process).
 The load average is printed too: on a shared machine, compare runs made under similar load.
+`--background-load N` starts N busy-loop processes for the run (a core each, as a browser or a
+build beside the demo would take), so a contention figure can be reproduced; with neither
+`--threads` nor `--poll` the server uses evekit's own rule (`evekit.server.thread_plan`), measured
+while the busy loops already run.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -64,7 +70,7 @@ class LlamaCppPythonServer(EmbeddedServer):
     def command(self, model_path: Path, port: int) -> list[str]:
         return [sys.executable, "-m", "llama_cpp.server", "--model", str(model_path), "--model_alias", self.model,
                 "--host", self.host, "--port", str(port), "--n_ctx", str(self.n_ctx),
-                "--n_threads", str(self.n_threads)]
+                "--n_threads", str(self.thread_plan().threads)]
 
     def _wait_ready(self) -> None:  # it has no /health: ready once /v1/models names the model
         deadline = time.monotonic() + self.ready_timeout
@@ -118,18 +124,33 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=64)
     parser.add_argument("--n-ctx", type=int, default=8192, help="context of one request")
     parser.add_argument("--parallel", type=int, default=4, help="llama-server slots")
-    parser.add_argument("--threads", type=int, default=None, help="server threads (default: all cores)")
+    parser.add_argument("--threads", type=int, default=None, help="server threads (default: evekit's rule)")
+    parser.add_argument("--poll", type=int, default=None, help="llama.cpp's --poll 0-100 (default: evekit's rule)")
+    parser.add_argument("--background-load", type=int, default=0, metavar="N",
+                        help="busy-loop processes beside the server for the run")
     parser.add_argument("--weights", choices=["served", "packaged"], default="served",
                         help="served: what EmbeddedServer loads (the BF16 rewrite); packaged: the Q4_1 file")
     parser.add_argument("--long-prompts", action="store_true", help="~500 prompt tokens per request")
     args = parser.parse_args()
 
     cls = LlamaCppPythonServer if args.engine == "llama-cpp-python" else EmbeddedServer
+    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.background_load)]
+    try:
+        figures = measure(cls, args)
+    finally:
+        for process in busy:
+            process.kill()
+    print(json.dumps(figures, indent=2))
+
+
+def measure(cls: type[EmbeddedServer], args: argparse.Namespace) -> dict:
+    if args.background_load:
+        time.sleep(1.0)  # the busy loops are running before the rule looks at the machine
     load_before = os.getloadavg()
     t0 = time.monotonic()
     model_path = served_model_path() if args.weights == "served" else default_model_path()
     with cls(model_path, n_ctx=args.n_ctx, n_parallel=args.parallel, n_threads=args.threads,
-             ready_timeout=300) as server:
+             poll=args.poll, ready_timeout=300) as server:
         ready = time.monotonic() - t0
         pid = server.process.pid
         idle_mb = vm_hwm_mb(pid)
@@ -143,6 +164,9 @@ def main() -> None:
             "long_prompts": args.long_prompts,
             "parallel_slots": args.parallel if args.engine == "llama-server" else 1,
             "threads": server.n_threads,
+            "poll": server.plan.poll if server.plan else None,
+            "plan": server.plan.reason if server.plan else None,
+            "background_load": args.background_load,
             "ready_seconds": round(ready, 2),
             "levels": levels,
             "peak_rss_mb_idle": round(idle_mb, 1),
@@ -152,7 +176,7 @@ def main() -> None:
             "load_average_before": [round(x, 2) for x in load_before],
             "load_average_after": [round(x, 2) for x in os.getloadavg()],
         }
-    print(json.dumps(figures, indent=2))
+    return figures
 
 
 if __name__ == "__main__":

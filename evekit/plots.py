@@ -191,27 +191,35 @@ def judge_pass_rates(metrics: dict[str, dict], judge_names: Sequence[str], *, ti
 
 
 def leaderboard_chart(board: pd.DataFrame) -> Figure:
-    """Headline metric per task and model with 95% intervals."""
+    """One panel per task, each on its own metric's scale (named in the panel's title): each model's
+    headline value as a point with its 95% interval, models named beside their points; a flagged
+    number (the board's `trust` column) carries ⚠ and its flags."""
+    from evekit.metrics import METRICS
+
     tasks = list(dict.fromkeys(board["task"]))
     models = list(dict.fromkeys(board["model"]))
-    fig, ax = plt.subplots(figsize=(7.5, 0.5 * len(tasks) * max(len(models), 1) + 1.6))
-    height = 0.8 / max(len(models), 1)
-    palette = sns.color_palette("colorblind", len(models))
-    for i, model in enumerate(models):
-        rows = board[board["model"] == model].set_index("task").reindex(tasks)
-        y = np.arange(len(tasks)) + i * height
+    palette = dict(zip(models, sns.color_palette("colorblind", len(models))))
+    fig, axes = plt.subplots(len(tasks), 1, figsize=(7.5, sum(0.42 * len(board[board["task"] == t]) + 0.9
+                                                               for t in tasks) + 0.3), squeeze=False)
+    for ax, task in zip(axes[:, 0], tasks):
+        rows = board[board["task"] == task].reset_index(drop=True)
+        metric = str(rows["metric"].iloc[0])
+        y = np.arange(len(rows))
         v = rows["value"].to_numpy(float)
-        ax.barh(y, v, height=height, color=palette[i], label=model)
-        ax.errorbar(v, y, xerr=[v - rows["ci_low"].to_numpy(float), rows["ci_high"].to_numpy(float) - v],
-                    fmt="none", ecolor="black", capsize=2)
-    ax.set_yticks(np.arange(len(tasks)) + height * (len(models) - 1) / 2,
-                  [f"{t}\n({m})" for t, m in zip(tasks, board.drop_duplicates("task")["metric"])])
-    ax.invert_yaxis()
-    ax.set_xlim(0, 1.02)
-    ax.set_xlabel("headline metric (95% CI)")
-    # Below the axes, so it never hides a bar.
-    ax.legend(frameon=False, loc="upper center", bbox_to_anchor=(0.5, -0.12), fontsize=8,
-              ncol=min(len(models), 2))
+        lo, hi = rows["ci_low"].to_numpy(float), rows["ci_high"].to_numpy(float)
+        for i, r in rows.iterrows():
+            ax.errorbar(v[i], y[i], xerr=[[v[i] - lo[i]], [hi[i] - v[i]]], fmt="o", color=palette[r["model"]],
+                        ecolor="black", elinewidth=1, capsize=3)
+        flags = rows["trust"].fillna("") if "trust" in rows else pd.Series([""] * len(rows))
+        ax.set_yticks(y, [f"{m}  \u26a0 {f}" if f else str(m) for m, f in zip(rows["model"], flags)], fontsize=8)
+        ax.invert_yaxis()
+        m = METRICS.get(metric)
+        bounds = getattr(m, "bounds", None) or (0.0, 1.0)
+        ax.set_xlim(bounds[0] - 0.02 * (bounds[1] - bounds[0]), bounds[1] + 0.02 * (bounds[1] - bounds[0]))
+        better = "" if m is None else (" (higher is better)" if m.higher_is_better else " (lower is better)")
+        ax.set_title(f"{task}: {metric}{better}, 95% CI", fontsize=9, loc="left")
+        ax.grid(axis="x", alpha=0.3)
+        ax.set_ylim(len(rows) - 0.5, -0.5)
     fig.tight_layout()
     return fig
 

@@ -30,6 +30,7 @@ import time
 import urllib.error
 import urllib.request
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 
 from evekit.errors import ServerError
@@ -139,6 +140,79 @@ def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
         return True
 
 
+THREADS_ENV = "EVEKIT_SERVER_THREADS"
+POLL_ENV = "EVEKIT_SERVER_POLL"
+
+
+@dataclass(frozen=True)
+class ThreadPlan:
+    """How many threads llama-server computes with, how hard they spin-wait, and why."""
+
+    threads: int
+    poll: int
+    reason: str
+
+    def args(self) -> list[str]:
+        return ["--threads", str(self.threads), "--threads-batch", str(self.threads),
+                "--poll", str(self.poll)]
+
+
+def busy_cores(seconds: float = 0.25) -> float:
+    """Cores' worth of CPU that other processes use right now, from two reads of /proc/stat
+    (the load average lags by a minute; this is the last `seconds`). 0.0 where /proc is missing."""
+    def read() -> tuple[int, int]:
+        fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+        idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+        return sum(fields[:8]), idle
+    try:
+        total0, idle0 = read()
+        time.sleep(seconds)
+        total1, idle1 = read()
+    except (OSError, ValueError, IndexError):
+        return 0.0
+    if total1 <= total0:
+        return 0.0
+    return (os.cpu_count() or 1) * (1 - (idle1 - idle0) / (total1 - total0))
+
+
+def thread_plan(cores: int | None = None, busy: float | None = None) -> ThreadPlan:
+    """The rule measured in benchmarks/bench_server.py (figures in benchmarks/README.md).
+
+    llama.cpp's workers meet at a barrier after every step and spin-wait there (`--poll 50`): when
+    another process holds one of their cores, every step waits for the descheduled thread. So the
+    server never takes a core that is busy (threads = idle cores, at least 1), always leaves one
+    core free above two cores (the notebooks' kernels need it), and does not spin (`--poll 0`) when
+    anything else is running. `EVEKIT_SERVER_THREADS` / `EVEKIT_SERVER_POLL` override the rule.
+    """
+    cores = cores or os.cpu_count() or 1
+    env_threads, env_poll = os.environ.get(THREADS_ENV), os.environ.get(POLL_ENV)
+    if busy is None and not (env_threads and env_poll):
+        busy = busy_cores()
+    busy = busy or 0.0
+    idle = max(1, int(round(cores - busy)))
+    threads = min(idle, cores - 1 if cores > 2 else cores)
+    poll = 0 if busy >= 0.5 else 50
+    reason = (f"{cores} cores, {busy:.1f} busy: {threads} thread{'s' if threads != 1 else ''}"
+              f"{', one core left free' if cores > 2 and threads == cores - 1 else ''}"
+              f", {'no spin-wait (--poll 0): the machine is busy' if poll == 0 else 'spin-wait (--poll 50): the machine is quiet'}")
+    for name, value in ((THREADS_ENV, env_threads), (POLL_ENV, env_poll)):
+        if value is None:
+            continue
+        try:
+            number = int(value)
+        except ValueError:
+            raise ServerError(f"{name}={value!r} is not a whole number") from None
+        if number < (1 if name == THREADS_ENV else 0) or (name == POLL_ENV and number > 100):
+            raise ServerError(f"{name}={value!r} is out of range ({'at least 1' if name == THREADS_ENV else '0 to 100'})")
+        if name == THREADS_ENV:
+            threads = number
+        else:
+            poll = number
+    if env_threads or env_poll:
+        reason = f"{threads} threads, --poll {poll}: set by {' and '.join(n for n, v in ((THREADS_ENV, env_threads), (POLL_ENV, env_poll)) if v)}"
+    return ThreadPlan(threads, poll, reason)
+
+
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
     """Linux: the server gets SIGTERM if the Python process that started it dies (even by -9)."""
     os.setsid()
@@ -167,6 +241,7 @@ class EmbeddedServer:
         model_name: str = MODEL_NAME,
         n_ctx: int = 8192,
         n_threads: int | None = None,
+        poll: int | None = None,
         n_parallel: int = 4,
         ready_timeout: float = 120.0,
         log_file: str | Path | None = None,
@@ -177,7 +252,10 @@ class EmbeddedServer:
         self.port: int | None = None
         self.model = model_name
         self.n_ctx = n_ctx
-        self.n_threads = n_threads or max(1, os.cpu_count() or 1)
+        # An explicit n_threads (a benchmark, a test) is taken as it is; otherwise the rule decides at start.
+        self.n_threads = n_threads
+        self.poll = poll
+        self.plan: ThreadPlan | None = None
         if n_parallel < 1:
             raise ValueError(f"EmbeddedServer: n_parallel must be at least 1, got {n_parallel}")
         self.n_parallel = n_parallel
@@ -185,6 +263,18 @@ class EmbeddedServer:
         self.log_file = Path(log_file) if log_file else None
         self.process: subprocess.Popen[bytes] | None = None
         self._log_handle = None
+
+    def thread_plan(self) -> ThreadPlan:
+        """The rule's plan (`thread_plan`), once per server; explicit n_threads / poll win."""
+        if self.plan is None:
+            if self.n_threads is not None:
+                poll = 50 if self.poll is None else self.poll
+                self.plan = ThreadPlan(self.n_threads, poll, f"{self.n_threads} threads, --poll {poll}: as asked")
+            else:
+                plan = thread_plan()
+                self.plan = plan if self.poll is None else ThreadPlan(plan.threads, self.poll, plan.reason + f" (--poll {self.poll} as asked)")
+            self.n_threads = self.plan.threads
+        return self.plan
 
     @property
     def base_url(self) -> str:
@@ -201,8 +291,7 @@ class EmbeddedServer:
             "--port", str(port),
             "--parallel", str(self.n_parallel),
             "--ctx-size", str(self.n_ctx * self.n_parallel),
-            "--threads", str(self.n_threads),
-            "--threads-batch", str(self.n_threads),
+            *self.thread_plan().args(),
             "--cache-ram", "512",             # prompt cache in MiB; the default (8 GiB) is a lot on a shared box
         ]
 
@@ -214,6 +303,7 @@ class EmbeddedServer:
         if not port_is_free(port, self.host):
             raise ServerError(f"port {port} on {self.host} is already in use; choose another with --port")
         command = self.command(model_path, port)  # finds the binary, or says how to build it
+        print(f"evekit: llama-server threads: {self.thread_plan().reason}", file=sys.stderr, flush=True)
         if self.log_file is None:
             fd, name = tempfile.mkstemp(prefix="evekit-server-", suffix=".log")
             os.close(fd)

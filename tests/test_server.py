@@ -298,3 +298,63 @@ def test_embedded_server_returns_top_logprobs(embedded_server):
     assert all(t.logprob <= 0 for t in first.top_logprobs)
     probs = sorted((t.logprob for t in first.top_logprobs), reverse=True)
     assert math.isclose(first.logprob, probs[0], abs_tol=1e-4)  # greedy: the chosen token is the top one
+
+
+# --- the thread rule (issue 30): never a busy core, no spin-wait on a busy machine -------------
+
+from evekit.server import POLL_ENV, THREADS_ENV, ThreadPlan, busy_cores, thread_plan  # noqa: E402
+
+
+@pytest.mark.parametrize("cores, busy, threads, poll", [
+    (2, 0.0, 2, 50),    # quiet two-core machine: both cores, llama.cpp's default spin
+    (2, 0.4, 2, 50),
+    (2, 1.0, 1, 0),     # one core taken: the free one only, and no spinning at the barrier
+    (2, 2.0, 1, 0),     # both taken: still one thread
+    (8, 0.0, 7, 50),    # above two cores one stays free for the kernels
+    (8, 3.2, 5, 0),
+    (1, 0.0, 1, 50),
+])
+def test_thread_plan_rule(monkeypatch, cores, busy, threads, poll):
+    monkeypatch.delenv(THREADS_ENV, raising=False)
+    monkeypatch.delenv(POLL_ENV, raising=False)
+    plan = thread_plan(cores=cores, busy=busy)
+    assert (plan.threads, plan.poll) == (threads, poll)
+    assert f"{cores} cores" in plan.reason and f"{busy:.1f} busy" in plan.reason
+
+
+def test_thread_plan_env_overrides_and_bad_values(monkeypatch):
+    monkeypatch.setenv(THREADS_ENV, "3")
+    monkeypatch.delenv(POLL_ENV, raising=False)
+    plan = thread_plan(cores=2, busy=0.0)
+    assert (plan.threads, plan.poll) == (3, 50) and THREADS_ENV in plan.reason
+    monkeypatch.setenv(POLL_ENV, "0")
+    assert thread_plan(cores=2, busy=0.0).poll == 0
+    for name, bad in ((THREADS_ENV, "0"), (THREADS_ENV, "two"), (POLL_ENV, "101")):
+        monkeypatch.setenv(THREADS_ENV, "2")
+        monkeypatch.setenv(POLL_ENV, "0")
+        monkeypatch.setenv(name, bad)
+        with pytest.raises(ServerError, match=name):
+            thread_plan(cores=2, busy=0.0)
+
+
+def test_command_carries_the_plan(tmp_path):
+    server = EmbeddedServer(tmp_path / "m.gguf", n_threads=1, poll=0)
+    cmd = server.command(tmp_path / "m.gguf", 8123)
+    opts = {cmd[i]: cmd[i + 1] for i in range(1, len(cmd) - 1)}
+    assert opts["--threads"] == "1" and opts["--threads-batch"] == "1" and opts["--poll"] == "0"
+    assert server.plan == ThreadPlan(1, 0, "1 threads, --poll 0: as asked")
+
+
+def test_busy_cores_sees_a_busy_loop():
+    import subprocess
+    import sys
+    quiet = busy_cores(0.5)
+    loop = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        import time
+        time.sleep(0.3)
+        loaded = busy_cores(0.5)
+    finally:
+        loop.kill()
+    # a busy loop holds about one core; the machine's other work moves both readings alike
+    assert loaded >= min(quiet + 0.5, 0.8 * (os.cpu_count() or 1))

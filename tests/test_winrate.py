@@ -501,7 +501,7 @@ def test_every_pair_of_models_is_compared_and_outputs_are_written(tmp_path):
         model_b=[{"name": "m3", "file": str(files["m3"])}], judges=judges("j1", "j2"),
         output_dir=str(tmp_path / "out"), run_name="t", both_orders=False)
     run = wr.WinRateRun(cfg, clients=Scripted(by_quality).clients(["j1", "j2"]))
-    assert list(run.load()["comparison"]) == ["m1_vs_m3", "m2_vs_m3"]
+    assert list(run.load().index) == ["m1_vs_m3", "m2_vs_m3"]
     usage = run.judge()
     assert usage["requests"].to_dict() == {"j1": 12, "j2": 12}
     assert usage["requests"].dtype.kind == "i" and usage["cache_hits"].dtype.kind == "i"  # 26, not 26.0

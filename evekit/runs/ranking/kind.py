@@ -14,13 +14,14 @@ __all__ = ["KIND"]
 
 
 def headline(record: RunRecord) -> str:
-    """The pooled ranking: '(1. m1 1178 [1154, 1205]; 2. m2 ...)'."""
+    """The pooled ranking: '(1. m1 1178 [1154, 1205]; 2= m2 ...; 2= m3 ...)'."""
     try:
         df = pd.read_csv(record.dir / "ratings.csv")
         pooled = df[df["judge"] == "pooled"].sort_values(["rank", "rating"], ascending=[True, False])
-        parts = [f"{int(r['rank'])}. {r['model']} {r['rating']:.0f}"
+        shared = pooled["rank"].duplicated(keep=False)  # a shared rank prints as Arena prints it: "1="
+        parts = [f"{int(r['rank'])}{'=' if tie else '.'} {r['model']} {r['rating']:.0f}"
                  + (f" [{r['ci_low']:.0f}, {r['ci_high']:.0f}]" if pd.notna(r["ci_low"]) else "")
-                 for _, r in pooled.iterrows()]
+                 for (_, r), tie in zip(pooled.iterrows(), shared)]
         return f"(pooled Bradley–Terry ratings: {'; '.join(parts)})" if parts else ""
     except Exception:  # a half-written or foreign table must not break the index
         return ""

@@ -122,7 +122,8 @@ def plot_win_matrix(ratings: pd.DataFrame, *, title: str = "") -> "Figure":
 
 
 def plot_judges(ratings: pd.DataFrame, *, title: str = "") -> "Figure":
-    """Each judge's ratings (with intervals) side by side with the pooled fit: one line per model."""
+    """Each judge's ratings (points with intervals, no lines: judges are categories) side by side
+    with the pooled fit; a judge that rates every model the same is marked ⚠ on its label."""
     import matplotlib.pyplot as plt
 
     judges = [R.POOLED] + sorted(j for j in ratings["judge"].unique() if j != R.POOLED)
@@ -132,11 +133,15 @@ def plot_judges(ratings: pd.DataFrame, *, title: str = "") -> "Figure":
     for k, (m, off) in enumerate(zip(models, offsets)):
         r = ratings[ratings["model"] == m].set_index("judge").reindex(judges)
         x = np.arange(len(judges)) + off
-        ax.errorbar(x, r["rating"], yerr=_err(r, "rating", "ci_low", "ci_high"), fmt="-o", capsize=2,
+        ax.errorbar(x, r["rating"], yerr=_err(r, "rating", "ci_low", "ci_high"), fmt="o", capsize=2,
                     color=plt.cm.tab10(k % 10), label=m, lw=1)
     ax.axhline(R.CENTER, color="#999999", lw=0.8, ls="--")
+    from evekit.cards import MARK, degenerate_judge_flag
+
+    degenerate = {j for j in judges if j != R.POOLED
+                  and degenerate_judge_flag(j, ratings.loc[ratings["judge"] == j, "rating"]) is not None}
     ax.set_xticks(np.arange(len(judges)))
-    ax.set_xticklabels(judges)
+    ax.set_xticklabels([f"{j}\n{MARK} rates all alike" if j in degenerate else j for j in judges])
     ax.set_xlabel("judge")
     ax.set_ylabel("rating (Elo scale)")
     ax.set_title(title or "Ratings per judge and pooled")

@@ -41,12 +41,12 @@ class WinRateRun(NotebookRun):
         when a judge is the embedded demo model."""
         for note in self.demo_notes():
             print(f"Note: {note}")
-        return views.setup_table(self.config)
+        return views.setup_table(self.config).set_index("role")  # a named first column, not 0..n
 
     def load(self) -> pd.DataFrame:
         """Every model_a x model_b pair, matched by question; returns what was read, matched and left out."""
         self.comparisons = load_comparisons(self.config.model_a_specs, self.config.model_b_specs, limit=self.config.limit)
-        return views.matching_table(self.comparisons)
+        return views.matching_table(self.comparisons).set_index("comparison")
 
     def unmatched_table(self) -> pd.DataFrame:
         """Every row left out of the judging, with the reason."""

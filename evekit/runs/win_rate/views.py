@@ -82,10 +82,7 @@ def judge_table(comparisons: Sequence[Comparison], cfg: WinRateParams, usage: pd
         trust = judge_trust(resolve_path(cfg.judge_validation), names, kind="pairwise")
         table = table.join(trust_columns(trust))
         notes += [f"Warning: {w}" for w in trust_warnings(trust)]
-    from evekit.demo import demo_judge_note, demo_judges
-
-    if demo_judges(cfg.judge_specs()):
-        notes.append(demo_judge_note(demo_judges(cfg.judge_specs())))
+    # the demo judges' caveat is said once, with the setup (WinRateRun.setup_table)
     for note in notes:
         print(f"Note: {note}" if not note.startswith("Warning") else note)
     table.index.name = "judge"
@@ -197,10 +194,13 @@ def plot_agreement(comp: Comparison) -> "Figure":
     """Annotated matrix: share of questions on which two judges gave the same verdict."""
     from evekit import plots
 
-    ax = plots.heatmap(agreement_matrix(comp.outcomes), vmin=0.0, vmax=1.0, xlabel="judge", ylabel="judge",
-                       cbar_label="agreement",
+    matrix = agreement_matrix(comp.outcomes)
+    ax = plots.heatmap(matrix, vmin=0.0, vmax=1.0, xlabel="judge", ylabel="judge", cbar_label="agreement",
                        title="Judge agreement (share of questions with the same verdict)\n"
                              f"{comp.name_a} vs {comp.name_b}")
+    empty = [(r, c) for r, row in enumerate(matrix.to_numpy(float)) for c, v in enumerate(row) if np.isnan(v)]
+    for r, c in empty:  # say why a cell is blank rather than leave it white
+        ax.text(c + 0.5, r + 0.5, "no question\nboth decided", ha="center", va="center", fontsize=7, color="#666666")
     return ax.figure
 
 
