@@ -373,7 +373,8 @@ def task_explorer(samples: pd.DataFrame, outputs: Sequence[Mapping[str, Any]] | 
     if judges:
         columns.append(Column("judges", "judges"))
     return Explorer("item", columns, rows, TASK_OUTCOMES, title=title, group_label=group_by,
-                    metrics=[{"name": m, "value": format_metric(v), "linkable": m in fail_cols}
+                    metrics=[{"name": m, "value": format_metric(v) if _num((v or {}).get("value")) is not None else MISSING,
+                              "linkable": m in fail_cols}
                              for m, v in metrics.items()])
 
 
@@ -556,7 +557,8 @@ _CSS = """
 .evekit-explorer .ee-bar{display:flex;flex-wrap:wrap;gap:.5em;align-items:center;margin:.4em 0}
 .evekit-explorer input,.evekit-explorer select,.evekit-explorer button{font-size:13px;padding:.15em .4em}
 .evekit-explorer table{border-collapse:collapse;width:100%}
-.evekit-explorer th,.evekit-explorer td{border:1px solid #ccc;padding:.25em .5em;text-align:left;vertical-align:top}
+.evekit-explorer th,.evekit-explorer td,.evekit-explorer pre,.evekit-explorer .ee-h{text-align:left!important}
+.evekit-explorer th,.evekit-explorer td{border:1px solid #ccc;padding:.25em .5em;vertical-align:top}
 .evekit-explorer th{background:#eee;cursor:pointer;user-select:none;white-space:nowrap}
 .evekit-explorer tr.ee-row{cursor:pointer}.evekit-explorer tr.ee-row:hover{background:#f4f8ff}
 .evekit-explorer tr.ee-open{background:#e8f0fe}
