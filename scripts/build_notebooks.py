@@ -75,6 +75,11 @@ DEMO_JUDGES = [
 # a user who sets base_url gets the calls sent). Names, the other defaults and comments come from RunConfig.
 DEMO = dict(model_name="smollm2-135m-instruct", base_url="http://127.0.0.1:8080/v1", concurrency=4,
             cache_dir="tests/fixtures/recorded_cache", run_name="recorded")
+# The explorer's cell text (`evekit.explorer`), and the anchor the index's numbers link to.
+EXPLORER_TEXT = ("## Explore every {unit}\nOne row per {unit}: sort by a column, search every text, and click a "
+                 "row to open its whole story: {what}. In report.html the address `#explorer?outcome=wrong` "
+                 "opens it filtered.")
+METRICS_ANCHOR = '<a id="metrics"></a>\n\n'
 HEADER = ("# Parameters (papermill overrides these; see params/). Defaults replay a recorded run of the\n"
           "# embedded model from a committed cache (every call is in it); set base_url to call your model.")
 COMMENT_COLUMN = 40  # where the comments start, as in the hand-written cells before
@@ -146,7 +151,7 @@ def build(task: str, spec: dict, *, intro: str | None = None, params: str | None
             code("run.judge_summary()"),
         ]
     cells += [
-        new_markdown_cell("## Metrics\nValue, 95% interval (`method`: Wilson for shares, BCa bootstrap for "
+        new_markdown_cell(METRICS_ANCHOR + "## Metrics\nValue, 95% interval (`method`: Wilson for shares, BCa bootstrap for "
                           "graded scores, Wilson on the conditional binomial for precision, recall and F1, a "
                           "percentile bootstrap over items for MCC and macro-F1) and the number of items "
                           "behind it. Where items have one gold "
@@ -172,6 +177,12 @@ def build(task: str, spec: dict, *, intro: str | None = None, params: str | None
                           "failed (unparsed, or below the top score), each in full, with whether the answer "
                           "was cut off at `max_tokens` and the judges' rationales."),
         code("run.worst(5)"),
+        new_markdown_cell(EXPLORER_TEXT.format(unit="item", what=(
+            "the messages sent (few-shot examples collapsed), the raw reply, the parsed answer, the gold answer "
+            "and choices or documents, each judge's verdict and rationale, the scores, finish_reason, tokens "
+            "and the error of a failed call. Filter by outcome (correct, wrong, unparsed, failed, truncated, "
+            "judges disagree, abstained), by `group_by` or by a metric the item fails"))),
+        code("run.explorer()"),
         new_markdown_cell("## Save\n`samples.csv` (one row per item), `model_outputs.jsonl` (per item the "
                           "exact prompt sent and the raw answer), `results.json`, `results.eee.jsonl` and "
                           "the plots. A run whose every call failed saves them too."),
@@ -219,7 +230,7 @@ def build_summary() -> nbformat.NotebookNode:
                              header="# Parameters (papermill overrides these; see params/demo/summary.yaml)"),
              "parameters"),
         code("from evekit.runs.summary import SummaryRun\n\nrun = SummaryRun.from_notebook(globals())\nrun.found()"),
-        new_markdown_cell("## Leaderboard\nHeadline metric per task: value [95% CI]."),
+        new_markdown_cell(METRICS_ANCHOR + "## Leaderboard\nHeadline metric per task: value [95% CI]."),
         code("run.leaderboard_wide()"),
         code("run.board_table()"),
         code("figure = run.chart()"),
@@ -270,7 +281,7 @@ def build_judge_validation() -> nbformat.NotebookNode:
                           "same parsing). A reply that is not a verdict (a copied template, a rationale that "
                           "names the other side, a quoted verdict) is an abstention with its reason."),
         code("# NBVAL_IGNORE_OUTPUT\n# (requests and cache hits differ between recording and replay)\nrun.judge()"),
-        new_markdown_cell("## Agreement with the experts\n`n`: items with a usable verdict; abstentions are "
+        new_markdown_cell(METRICS_ANCHOR + "## Agreement with the experts\n`n`: items with a usable verdict; abstentions are "
                           "left out and counted, never scored. A judge without verdicts has no accuracy "
                           "(`–`), not 0. Kappa corrects for chance: a judge that always says FAIL scores the "
                           "share of FAIL labels in accuracy but kappa 0."),
@@ -285,6 +296,11 @@ def build_judge_validation() -> nbformat.NotebookNode:
         new_markdown_cell("## Where the panel is wrong\nItems whose vote is not the label, with each judge's "
                           "reasoning (or why it abstained)."),
         code("run.disagreements(5)"),
+        new_markdown_cell(EXPLORER_TEXT.format(unit="validated answer", what=(
+            "the question, the reference, the answer judged, the expert label, the panel's vote and each "
+            "judge's verdict and reasoning (or why it abstained). Filter by outcome (correct: the vote is the "
+            "label, wrong, abstained, judges disagree) or by case type"))),
+        code("run.explorer()"),
         new_markdown_cell("## What this means for judged scores"),
         code("from IPython.display import Markdown\n\nMarkdown(run.interpretation())"),
         new_markdown_cell("## Save\n`judge_validation.csv` (one row per judge and the vote), `per_case.csv`, "
@@ -344,7 +360,7 @@ def build_ranking() -> nbformat.NotebookNode:
         code("plan = run.plan()"),
         code("# NBVAL_IGNORE_OUTPUT\nrun.judge()"),
         code("run.counts()"),
-        new_markdown_cell("## Ratings\n\nAll judges pooled. *battles*: the decisions with a verdict that the model "
+        new_markdown_cell(METRICS_ANCHOR + "## Ratings\n\nAll judges pooled. *battles*: the decisions with a verdict that the model "
                           "took part in. With a baseline: each model's predicted chance of beating it (ties half)."),
         code("run.rate()"),
         new_markdown_cell("## Do the judges agree?\n\nEach judge's ranking (rank · rating [95% CI]) beside the pooled "
@@ -362,6 +378,11 @@ def build_ranking() -> nbformat.NotebookNode:
         new_markdown_cell("## What the judges said\n\nA few decisions with the judge's rationale (`model_a`: the model "
                           "whose answer was shown first)."),
         code("run.rationales(5)"),
+        new_markdown_cell(EXPLORER_TEXT.format(unit="battle", what=(
+            "the question, the reference, both answers (A: shown first), the judge's verdict and rationale "
+            "and what the other judges said on the same battle. Filter by outcome (A wins, B wins, tie, "
+            "abstained, judges disagree) or by judge"))),
+        code("run.explorer()"),
         new_markdown_cell("## Save\n\n`battles.csv` (every judge decision), `ratings.csv` (per judge and pooled), "
                           "`left_out.csv`, `kendall_tau.csv`, `results.json` and the plots, in "
                           "`outputs/<run_name>/ranking/<task>/`."),
@@ -412,7 +433,7 @@ def build_win_rate() -> nbformat.NotebookNode:
                           "replies with a short\nrationale and a winner (`A`, `B` or `tie`). A reply that is not one of "
                           "these is recorded as a failed\ndecision and excluded, never counted as a tie or a loss."),
         code("# NBVAL_IGNORE_OUTPUT\nrun.judge()"),
-        new_markdown_cell("## Win rates\n\nPer judge, the majority vote of the judges, and EVE's average across judges. "
+        new_markdown_cell(METRICS_ANCHOR + "## Win rates\n\nPer judge, the majority vote of the judges, and EVE's average across judges. "
                           "In brackets: 95% Wilson\nintervals. *sign test p*: exact binomial test of wins against losses "
                           "(ties left out); *better* names a\nmodel only when p < 0.05. *position bias*: share of decisive "
                           "verdicts for the answer shown first (0.5 = none).\n*longer answer wins*: share of decisive "
@@ -426,6 +447,11 @@ def build_win_rate() -> nbformat.NotebookNode:
         new_markdown_cell("## What the judges said\n\nA few decisions with the judge's rationale (`shown_first`: the "
                           "model whose answer was shown as A)."),
         code("run.rationales(5)"),
+        new_markdown_cell(EXPLORER_TEXT.format(unit="decision", what=(
+            "the question, the reference, both answers, which was shown first, the judge's verdict and "
+            "rationale and what the other judges said. Filter by outcome (a model wins, tie, abstained, "
+            "judges disagree) or by judge"))),
+        code("run.explorer()"),
         new_markdown_cell("## Save\n\n`results.csv` (every judge decision), `summary.csv` (the table above in full), "
                           "`unmatched.csv`,\n`agreement.csv`, `metrics.json` (EVE's metric names) and the plots, one "
                           "folder per pair of models."),

@@ -102,6 +102,8 @@ class StubConfig:
     # Answer a request with a `response_format` with a judge verdict {"reasoning", "verdict"} (0 or 1,
     # from a hash of the prompt) instead of the echo, so judges get usable replies.
     verdicts: bool = False
+    # With `verdicts`: the judges' reasoning, when set (the injection tests put markup in it).
+    reasoning: str | None = None
 
 
 def _prompt_of(body: dict[str, Any]) -> str:
@@ -133,7 +135,8 @@ def _pairwise_verdict(seed: int, model: str, prompt: str, a: int, b: int) -> str
     return json.dumps({"rationale": f"stub: strengths {a} vs {b}", "winner": winner})
 
 
-def answer_body(body: dict[str, Any], chat: bool, verdicts: bool = False, seed: int = 0) -> dict[str, Any]:
+def answer_body(body: dict[str, Any], chat: bool, verdicts: bool = False, seed: int = 0,
+                judge_reasoning: str | None = None) -> dict[str, Any]:
     """The stub's successful answer to a request body (the server's, and the tests' batch executor's)."""
     prompt = _prompt_of(body)
     marks = set(_MARKER.findall(prompt))
@@ -144,7 +147,8 @@ def answer_body(body: dict[str, Any], chat: bool, verdicts: bool = False, seed: 
         answer = _pairwise_verdict(seed, str(body.get("model")), prompt, int(strengths[0]), int(strengths[1]))
     elif verdicts and body.get("response_format"):
         verdict = hashlib.sha256(prompt.encode()).digest()[0] % 2
-        answer = json.dumps({"reasoning": f"stub verdict on {len(prompt)} characters", "verdict": verdict})
+        answer = json.dumps({"reasoning": judge_reasoning or f"stub verdict on {len(prompt)} characters",
+                             "verdict": verdict})
     elif "think" in marks:
         answer = f"<think>pondering {prompt}</think>{answer}"
     elif "reasoning" in marks:
@@ -232,7 +236,7 @@ def build_app(cfg: StubConfig):  # -> aiohttp.web.Application
         if "invalid_json" in marks or ("invalid_json_once" in marks and attempt == 0):
             return web.Response(text="<html>502 Bad Gateway</html>", content_type="application/json")
 
-        return web.json_response(answer_body(body, chat, cfg.verdicts, cfg.seed))
+        return web.json_response(answer_body(body, chat, cfg.verdicts, cfg.seed, cfg.reasoning))
 
     async def models(request: web.Request) -> web.Response:
         return web.json_response({"object": "list", "data": [

@@ -133,7 +133,9 @@ def test_index_lists_results_with_intervals_and_failures(tmp_path):
     (run_dir / "broken" / "run.json").write_text("{not json")
     page = write_index(run_dir).read_text()
     assert "0.550 [0.40, 0.70]" in page
-    assert "<td>3</td><td>1</td>" in page
+    assert ('<td><a href="m/mcqa_single_answer/report.html#explorer?outcome=unparsed">3</a></td>'
+            '<td><a href="m/mcqa_single_answer/report.html#explorer?outcome=failed">1</a></td>') in page
+    assert '<a href="m/mcqa_single_answer/report.html#metrics">0.550 [0.40, 0.70]</a>' in page
     assert 'href="m/mcqa_single_answer/report.html"' in page
     assert "nope" not in page
     assert 'href="summary/report.html">summary leaderboard' in page

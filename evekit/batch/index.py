@@ -50,13 +50,26 @@ METRIC_CELL = 2  # the headline metric's name in a task row
 VALUE_CELL = 3  # the headline value's cell in a task row: where its trust flags go
 
 
-def _cell(text: str, flags: tuple = ()) -> str:
-    """A table cell of escaped text; flagged: the mark, with the reasons as its tooltip."""
+UNPARSED_CELL, FAILED_CELL = 5, 6  # counts that link to the report's explorer, filtered on them
+# Where a number of the index leads in its report: the metrics (an anchor every notebook's metrics
+# heading carries) and the item explorer filtered on an outcome (`evekit.explorer`).
+METRICS_ANCHOR = "#metrics"
+EXPLORER_OUTCOME = {UNPARSED_CELL: "#explorer?outcome=unparsed", FAILED_CELL: "#explorer?outcome=failed"}
+
+
+def _linked(text: str, href: str | None) -> str:
+    """Escaped text, a link to `href` (already escaped) when there is one."""
+    return f'<a href="{href}">{html.escape(text)}</a>' if href else html.escape(text)
+
+
+def _cell(text: str, flags: tuple = (), href: str | None = None) -> str:
+    """A table cell of escaped text (a link to `href` when given); flagged: the mark, with the
+    reasons as its tooltip."""
     if not flags:
-        return f"<td>{html.escape(text)}</td>"
+        return f"<td>{_linked(text, href)}</td>"
     why = flags_text(flags)
     kinds = " ".join(sorted({f.kind for f in flags}))
-    return (f'<td class="flagged" data-flags="{html.escape(kinds)}">{html.escape(text)} '
+    return (f'<td class="flagged" data-flags="{html.escape(kinds)}">{_linked(text, href)} '
             f'<span class="flag" title="{html.escape(why)}">{html.escape(flags[0].mark)}</span></td>')
 
 
@@ -89,8 +102,19 @@ def write_index(run_dir: Path, batch_runs: "list[Path] | tuple[Path, ...]" = ())
                             "</td></tr>")
                 continue
             models.add(row.cells[1])
-            link = f'<a href="{href}">report</a>' if report.exists() else "no report"
-            cells = [_cell(c, row.flags if i == VALUE_CELL else ()) for i, c in enumerate(row.cells)]
+            link = (f'<a href="{href}">report</a> · <a href="{href}#explorer">items</a>' if report.exists()
+                    else "no report")
+
+            def link_of(i: int, text: str) -> str | None:
+                if not report.exists():
+                    return None
+                if i == VALUE_CELL:
+                    return href + METRICS_ANCHOR
+                if i in EXPLORER_OUTCOME and text.split(" ")[0] not in ("0", ""):
+                    return href + html.escape(EXPLORER_OUTCOME[i])
+                return None
+
+            cells = [_cell(c, row.flags if i == VALUE_CELL else (), link_of(i, c)) for i, c in enumerate(row.cells)]
             term = entry(row.cells[METRIC_CELL])
             if term:  # the metric's name links to its definition
                 cells[METRIC_CELL] = (f'<td><a href="#g-{html.escape(term)}">{html.escape(row.cells[METRIC_CELL])}'
@@ -106,7 +130,7 @@ def write_index(run_dir: Path, batch_runs: "list[Path] | tuple[Path, ...]" = ())
         if card:
             cards.append(f"<li>{html.escape(card)}</li>")
         target = f'<a href="{href}">{html.escape(label)}</a>' if report.exists() else f"{html.escape(label)} (no report)"
-        extra.append(f"<li>{target} {html.escape(note)}</li>")
+        extra.append(f"<li>{target} {_linked(note, href + METRICS_ANCHOR if report.exists() else None)}</li>")
     for report in sorted(run_dir.glob("failed/*/report.html")):
         rel = report.relative_to(run_dir)
         extra.append(f'<li><a href="{html.escape(rel.as_posix())}">FAILED: {html.escape(rel.parts[1])}</a></li>')

@@ -306,6 +306,15 @@ class ValidationRun(NotebookRun):
         print(f"Saved outputs to {display_path(d)}")
         return d
 
+    def explorer(self) -> Any:
+        """Every validated answer (or pairwise decision), filterable by whether the panel's vote is
+        the expert label, abstentions, judges disagree and case type; a row opens into the question,
+        reference, answer(s), label and each judge's verdict and reasoning (`evekit.explorer`)."""
+        from evekit.explorer import validation_explorer
+
+        return validation_explorer(self._verdicts_table(self._judged()), self.judge_names, items=self.items,
+                                   pairwise=self.pairwise, title=f"{self.config.judge_kind} judges")
+
     def _verdicts_table(self, judged: pd.DataFrame) -> pd.DataFrame:
         """One row per decision: the item, its label and every judge's verdict, reasoning and error."""
         if self.pairwise:

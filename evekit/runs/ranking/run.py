@@ -228,6 +228,15 @@ class RankingRun(NotebookRun):
             extra_tables={"left_out.csv": matched.left_out,
                           "kendall_tau.csv": R.kendall_tau_between_judges(self._rated())})
 
+    def explorer(self) -> Any:
+        """Every battle (per question, pair, order and judge), filterable by winner position, tie,
+        abstained and judges disagree, and by judge; a row opens into both answers, the reference,
+        the verdict and the rationale (`evekit.explorer`)."""
+        from evekit.explorer import battle_explorer
+
+        matched = self._matched()
+        return battle_explorer(self._battles(), matched.answers, matched.questions, title=self.config.task)
+
     # ------------------------------------------------------------------ guards
     def _matched(self) -> B.Matched:
         assert self.matched is not None, "run load() first"

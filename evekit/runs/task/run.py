@@ -639,6 +639,20 @@ class TaskRun(NotebookRun):
         print(caption)
         return _full_text(failing[shown + list(dict.fromkeys(extra))].head(n), caption)
 
+    def explorer(self) -> Any:
+        """Every item, sortable, searchable and filterable by outcome (correct, wrong, unparsed,
+        failed, truncated, judges disagree, abstained), by `group_by` and by the metric it fails; a
+        row opens into its whole story: the messages sent (few-shot collapsed), the raw reply, the
+        parsed answer, gold, choices or documents, each judge's verdict and rationale, scores,
+        finish_reason, tokens, error (`evekit.explorer`)."""
+        from evekit.explorer import task_explorer
+
+        assert self.samples is not None, "run generate() first"
+        metrics = self.metrics or self.compute_metrics()
+        return task_explorer(self.samples, self.model_outputs(), judges=self.judge_names, headline=self.headline,
+                             metrics=metrics, group_by=self.config.group_by, metric_column=tasks.metric_column,
+                             title=f"{self.config.task} \u00b7 {self.config.model_name}")
+
     @property
     def headline(self) -> str:
         """The metric this run is summarised by (`evekit.tasks.headline_metric`)."""

@@ -88,6 +88,16 @@ class WinRateRun(NotebookRun):
         """A few judged decisions per comparison with the judge's rationale (sampled with the run's seed)."""
         return views.sample_rationales(self._judged(), n=n, seed=self.config.seed)
 
+    def explorer(self) -> Any:
+        """Every judge decision (per question, order and judge), filterable by who won, tie,
+        abstained and judges disagree, and by judge; a row opens into both answers, who was shown
+        first, the verdict and the rationale, and what the other judges said (`evekit.explorer`)."""
+        from evekit.explorer import decision_explorer
+
+        comps = self._judged()
+        return decision_explorer(pd.concat([c.results for c in comps], ignore_index=True),
+                                 title=", ".join(f"{c.name_a} vs {c.name_b}" for c in comps))
+
     def save(self) -> list[Path]:
         """Write one folder per comparison and print where (see `views.save_outputs`)."""
         return views.save_outputs(self._judged(), self.config, self.usage)
