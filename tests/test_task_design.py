@@ -232,3 +232,55 @@ def test_judged_repeats_count_each_item_once_through_the_real_client(tmp_path):
     expected = repeats.repeat_interval(votes["judge_j"], votes["doc_id"])
     assert m["llm_as_judge"]["value"] == pytest.approx(expected["value"])
     assert m["llm_as_judge"]["n_answers"] == len(votes)
+
+
+def test_the_leaderboard_says_what_the_interval_accounts_for_and_pairs_items_once(tmp_path):
+    from evekit.runs.summary import board
+
+    out = tmp_path / "out"
+    plain = _run(tmp_path, ScriptedClient(lambda r: "A"), model_name="always-a", run_name="r")
+    plain.generate()
+    plain.save()
+    repeated = _run(tmp_path, ScriptedClient(lambda r: "A" if r.seed % 3 else "B"), model_name="mixed",
+                    run_name="r", repeats=3, temperature=0.7)
+    repeated.generate()
+    repeated.save()
+    entries = board.collect(out, ["r"])
+    table = board.leaderboard(entries).set_index("model")
+    assert table.loc["mixed (r)", "design"] == "3 repeats over sampling" and table.loc["always-a (r)", "design"] == ""
+    assert "(3 repeats over sampling)" in board.leaderboard_wide(board.leaderboard(entries)).loc["mixed (r)"].iloc[0]
+    tests = board.paired_tests(entries)
+    assert tests.loc[0, "n_shared"] == 12                              # each item once, not 12 x 3
+    per_item = repeated.samples.groupby("doc_id")["acc"].mean()
+    assert tests.loc[0, ["mean_a", "mean_b"]].astype(float).round(9).tolist() in (
+        [round(per_item.mean(), 9), round(plain.samples["acc"].mean(), 9)],
+        [round(plain.samples["acc"].mean(), 9), round(per_item.mean(), 9)])
+
+
+def test_fewshot_split_takes_the_shots_from_another_file_and_never_the_item_itself(tmp_path):
+    rows = [json.loads(line) for line in MCQ.read_text().splitlines()]
+    shots = tmp_path / "train.jsonl"
+    shots.write_text("".join(json.dumps(r) + "\n" for r in rows[40:]))
+    run = _run(tmp_path, ScriptedClient(lambda r: "A"), fewshot_split=str(shots), limit=45, num_fewshot=2)
+    train = {r["Question"] for r in rows[40:]}
+    for item, request in zip(run.items, run.requests):
+        used = [re.search(r"Question: (.*)", m["content"]).group(1) for m in request.messages[1:-1] if m["role"] == "user"]
+        assert len(used) == 2 and set(used) <= train and item.question not in used
+    assert run.settings().loc["fewshot_split", "value"] == str(shots)
+
+
+def test_evekit_plan_counts_the_extra_calls_as_a_run_sends_them(tmp_path):
+    import yaml
+
+    from evekit.batch import plan
+
+    client = ScriptedClient(lambda r: "A")
+    params = {"task": "mcqa_single_answer", "model_name": "m", "base_url": "http://127.0.0.1:9/v1", "api_key_env": None,
+              "dataset": str(MCQ), "limit": 7, "cache_dir": str(tmp_path / "cache"), "output_dir": str(tmp_path / "o"),
+              "run_name": "t", "permutations": 3, "choices_only": True}
+    path = tmp_path / "mcqa_single_answer.yaml"
+    path.write_text(yaml.safe_dump(params))
+    table = plan.plan_table(plan.plan_files([path]))
+    run = _run(tmp_path, client, **{k: v for k, v in params.items() if k != "api_key_env"})
+    run.generate()
+    assert int(table["to_send"].sum()) == len(client.calls) == 7 * 3 + 7
