@@ -458,6 +458,11 @@ def build_win_rate() -> nbformat.NotebookNode:
                           "share of questions on which all judges gave the same verdict. *failed*: questions\nwithout a "
                           "usable verdict (excluded)."),
         code("run.summary_table()"),
+        new_markdown_cell("## Judge-corrected win rate\n\nWith `expert_labels` (an expert's A / B / tie labels of a "
+                          "random draw of a comparison's questions, `evekit label sample <comparison folder>`): the "
+                          "vote's alpaca win rate of A corrected by prediction-powered inference, beside the labels "
+                          "alone."),
+        code("run.corrected_scores()"),
         new_markdown_cell("## Plots\n\nShare of questions won, tied and lost per judge; position bias with its 95% "
                           "interval; how often each pair\nof judges agreed."),
         code("run.plots()"),
