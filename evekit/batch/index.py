@@ -130,7 +130,8 @@ def write_index(run_dir: Path, batch_runs: "list[Path] | tuple[Path, ...]" = ())
         if card:
             cards.append(f"<li>{html.escape(card)}</li>")
         target = f'<a href="{href}">{html.escape(label)}</a>' if report.exists() else f"{html.escape(label)} (no report)"
-        extra.append(f"<li>{target} {_linked(note, href + METRICS_ANCHOR if report.exists() else None)}</li>")
+        # A kind without a headline (the summary) has no number to link: no empty link.
+        extra.append(f"<li>{target} {_linked(note, href + METRICS_ANCHOR if report.exists() and note else None)}</li>")
     for report in sorted(run_dir.glob("failed/*/report.html")):
         rel = report.relative_to(run_dir)
         extra.append(f'<li><a href="{html.escape(rel.as_posix())}">FAILED: {html.escape(rel.parts[1])}</a></li>')
