@@ -62,6 +62,7 @@ class Site:
     js_links: list[str] = field(default_factory=list)          # a[href^=javascript:] found in a DOM
     texts: dict[str, str] = field(default_factory=dict)        # page -> visible text, every row opened
     context: object = None
+    seconds: float = 0.0
 
     def rel(self, url: str) -> str:
         path = Path(urllib.parse.unquote(urllib.parse.urlsplit(url).path))
@@ -167,6 +168,7 @@ def site(batch_run, browser):
     (ARTIFACTS / "screenshots").mkdir(parents=True)
     run_dir = batch_run.run_dir.resolve()
     s = Site(run_dir=run_dir)
+    t0 = time.monotonic()
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     s.context = context
     page = context.new_page()
@@ -254,13 +256,15 @@ def site(batch_run, browser):
             _wait_explorers(page)
             s.texts[doc_rel] = page.evaluate("() => document.body.innerText")
     page.close()
+    s.seconds = time.monotonic() - t0
     _write_visited(s, batch_run)
     yield s
     context.close()
 
 
 def _write_visited(s: Site, batch_run) -> None:
-    lines = [f"batch: {batch_run.seconds:.0f} s to run; index: {s.run_dir / 'index.html'}", "",
+    lines = [f"batch: {batch_run.seconds:.0f} s to run, crawl: {s.seconds:.0f} s (load average "
+             f"{os.getloadavg()[0]:.1f}); index: {s.run_dir / 'index.html'}", "",
              f"pages visited ({len(s.pages)}):"]
     for rel, p in s.pages.items():
         ex = f", explorer of {p['explorer'][0]} units" if p["explorer"] else ""
