@@ -473,3 +473,36 @@ def test_no_payload_is_markup_in_any_file_and_where_each_ended(site, batch_run):
         where = "; ".join(f"`{rel}` ({', '.join(h)})" for rel, h in found.items())
         rows.append(f"| `{p.replace('|', '&#124;')}` | {name} | {where} |")
     (ARTIFACTS / "payloads.md").write_text("\n".join(rows) + "\n", encoding="utf-8")
+
+
+def _shown_at(site: Site, doc_rel: str, view: str) -> int:
+    page = site.context.new_page()
+    _watch(site, page)
+    page.goto((site.run_dir / doc_rel).as_uri() + view)
+    _wait_explorers(page)
+    shown = int(page.get_attribute("div.evekit-explorer#explorer", "data-shown"))
+    assert page.locator("div.evekit-explorer#explorer tr.ee-row").count() == shown
+    page.close()
+    return shown
+
+
+def test_an_address_opens_the_battles_decisions_and_answers_filtered_as_their_files_count(site):
+    """`#explorer?outcome=..&group=..` in each kind's report shows as many rows as its file counts."""
+    battles = pd.read_csv(site.run_dir / "ranking" / "open_ended" / "battles.csv")
+    (doc,) = [d for d in site.pages if d.startswith("win_rate/")]
+    results = pd.read_csv(site.run_dir / Path(doc).parent / "results.csv")
+    verdicts = pd.read_csv(site.run_dir / "judge_validation" / "fact_check" / "verdicts.csv")
+    cases = [
+        ("ranking/open_ended/report.html", "outcome=tie", battles["winner"] == "tie"),
+        ("ranking/open_ended/report.html", "outcome=" + urllib.parse.quote("B wins (shown second)"),
+         battles["winner"] == battles["model_b"]),
+        (doc, "outcome=tie&group=j2", (results["winner"] == "tie") & (results["judge"] == "j2")),
+        (doc, "outcome=" + urllib.parse.quote(f"{results['model_b'][0]} wins"),
+         results["winner_model"] == "model_b"),
+        ("judge_validation/fact_check/report.html", "outcome=correct",
+         verdicts["judge_voting"].notna() & (verdicts["judge_voting"] == verdicts["label"])),
+    ]
+    for doc_rel, view, expected in cases:
+        assert int(expected.sum()) > 0, (doc_rel, view)  # the batch has such units (a count of 0 proves little)
+        assert _shown_at(site, doc_rel, "#explorer?" + view) == int(expected.sum()), (doc_rel, view)
+    assert not site.console and not site.dialogs
