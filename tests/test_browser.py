@@ -506,3 +506,14 @@ def test_an_address_opens_the_battles_decisions_and_answers_filtered_as_their_fi
         assert int(expected.sum()) > 0, (doc_rel, view)  # the batch has such units (a count of 0 proves little)
         assert _shown_at(site, doc_rel, "#explorer?" + view) == int(expected.sum()), (doc_rel, view)
     assert not site.console and not site.dialogs
+
+
+def test_the_summary_and_the_index_find_the_run_under_its_unsafe_name(site):
+    """The run is named `r<script>…` and lives in a folder of its safe name: the summary still finds
+    its three task results and its ranking, and the index is titled with the run's own name."""
+    summary = site.texts["summary/report.html"]
+    assert "3 results from runs" in summary and "No ranking in these runs" not in summary
+    for model in (PAYLOADS["model_name"], PAYLOADS["model_name (second model)"]):
+        assert model in summary
+    assert site.pages["index.html"]["title"] == f"evekit run {PAYLOADS['run_name']}"
+    assert site.pages["summary/report.html"]["title"].startswith(PAYLOADS["run_name"])
