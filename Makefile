@@ -26,13 +26,15 @@ test: $(STAMPS)/test browser
 # tests/test_browser.py drives Debian's Chromium with Playwright (no browser download is possible):
 # installed with apt when missing and we are root with apt-get (as CI is); otherwise the test is
 # skipped with this message.
+CHROMIUM ?= /usr/bin/chromium
 browser:
-	@if [ -x /usr/bin/chromium ]; then :; \
+	@if [ -x $(CHROMIUM) ]; then :; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	  echo "installing Debian's chromium for tests/test_browser.py (apt-get)"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
 	  apt-get install -y -q chromium >/dev/null || { apt-get update -q >/dev/null && apt-get install -y -q chromium >/dev/null; }; \
 	else \
-	  echo "note: no /usr/bin/chromium and not root with apt-get: tests/test_browser.py will be skipped (sudo apt-get install chromium)"; \
+	  echo "note: no $(CHROMIUM) and not root with apt-get: tests/test_browser.py will be skipped (sudo apt-get install chromium)"; \
 	fi
 
 serve: $(STAMPS)/local
