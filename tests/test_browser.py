@@ -517,3 +517,38 @@ def test_the_summary_and_the_index_find_the_run_under_its_unsafe_name(site):
         assert model in summary
     assert site.pages["index.html"]["title"] == f"evekit run {PAYLOADS['run_name']}"
     assert site.pages["summary/report.html"]["title"].startswith(PAYLOADS["run_name"])
+
+
+def test_a_compressed_explorer_opens_from_disk_with_the_same_rows(browser, tmp_path, monkeypatch):
+    """Above INLINE_LIMIT the data is gzip+base64 (DecompressionStream in the browser): the page
+    opened from disk shows every row, the texts intact, paging and search working."""
+    from evekit import explorer as E
+
+    n = 60
+    samples = pd.DataFrame({"doc_id": range(n), "doc.Question": [f"Q{i} {PAYLOADS['question <script>']}" for i in range(n)],
+                            "target": "786 km", "filtered_resps": [f"answer {i}" for i in range(n)],
+                            "response": [f"answer {i} {PAYLOADS['gold </textarea>']}" for i in range(n)],
+                            "unparsed": False, "failed": [i % 10 == 0 for i in range(n)],
+                            "acc": [float(i % 3 == 0) for i in range(n)]})
+    monkeypatch.setattr(E, "INLINE_LIMIT", 1000)
+    ex = E.task_explorer(samples, headline="acc", metrics={"acc": {"value": 0.3}})
+    assert ex.payload()[0] == "gzip+base64"
+    page_file = ex.save(tmp_path / "explorer.html", title=PAYLOADS["run_name"])
+    page = browser.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("dialog", lambda d: (errors.append(d.message), d.dismiss()))
+    page.goto(page_file.as_uri())
+    page.wait_for_selector("div.evekit-explorer[data-ready]")
+    node = page.locator("div.evekit-explorer")
+    assert node.get_attribute("data-total") == str(n) and node.locator("tr.ee-row").count() == 25  # one page
+    node.locator("button.ee-next").click()
+    node.locator("button.ee-next").click()
+    assert node.get_attribute("data-page") == "3" and node.locator("tr.ee-row").count() == n - 50
+    node.locator("input.ee-search").fill("q17 ")
+    assert node.get_attribute("data-shown") == "1"
+    node.locator("tr.ee-row").click()
+    assert page.locator("[data-section='Raw reply'] pre").text_content() == samples.loc[17, "response"]
+    assert page.title() == PAYLOADS["run_name"] and not errors
+    assert page.evaluate("typeof window.__pwned") == "undefined"
+    page.close()
