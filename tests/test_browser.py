@@ -16,6 +16,7 @@ from __future__ import annotations
 import html
 import json
 import os
+import re
 import shutil
 import sys
 import time
@@ -466,6 +467,9 @@ def test_no_payload_is_markup_in_any_file_and_where_each_ended(site, batch_run):
             rel = f.relative_to(batch_run.run_dir.resolve()).as_posix()
             if "<" in p:
                 assert p not in text, f"{name} is markup in {rel}"
+            for md in ("<strong>bold</strong>", "<strong>bold question</strong>", "<strong>bold rationale</strong>"):
+                assert md not in text, f"{md} in {rel}"  # Markdown in a name, a question or a rationale, rendered
+            assert not re.search(r"<(a|iframe|area|form)\s[^>]*(href|src|action)\s*=\s*[\"']?\s*javascript:", text, re.I), rel
             for how, variants in forms.items():
                 if any(v in text for v in variants):
                     found.setdefault(rel, []).append(how)
