@@ -127,7 +127,7 @@ def report_exporter() -> Any:
 
     return HTMLExporter(exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True,
                         template_name="lab", raw_template=OFFLINE_TEMPLATE)
- 
+
 
 def warm_html_exporter() -> threading.Thread:
     """Import nbconvert and render one empty notebook in a background thread: the first report

@@ -79,6 +79,16 @@ class TaskRun(NotebookRun):
             self.task = tasks.scoring_task(self.task, self.scoring)
         except ValueError as exc:
             raise ParameterError(str(exc)) from None
+        # Hallucination detection's level: the binary question, the hallucinated spans, or both.
+        self.level = config.level
+        self.binary_task = self.task
+        if self.level != "binary":
+            if config.repeats > 1 or config.cluster_by:
+                raise ParameterError(f"level={self.level!r} with repeats or cluster_by is not supported yet: the "
+                                     "span metrics' intervals resample single items")
+            self.task = tasks.level_task(self.task, self.level)
+        self.span_results: list[Any] = []
+        self.span_requests: list[Any] = []
         self.logprob_requests: list[Any] = []
         self.logprob_results: list[Any] = []  # GenerationResult per item when log-probabilities are scored
         self.items: list[Any] = []
@@ -90,6 +100,7 @@ class TaskRun(NotebookRun):
         self.choices_only_items: list[Any] = []
         self.choices_only_requests: list[Any] = []
         self.choices_only_samples: pd.DataFrame | None = None
+        self.corrections: dict[str, Any] = {}  # judge-corrected scores (`expert_labels`, `judge_validation`)
         self.samples: pd.DataFrame | None = None
         self.judge_names: list[str] = []
         self.metrics: dict[str, dict] = {}
@@ -170,6 +181,7 @@ class TaskRun(NotebookRun):
                if c.permutations else {}),
             **({"choices_only": "baseline with the question withheld"} if c.choices_only else {}),
             **({"fewshot_split": c.fewshot_split} if c.fewshot_split else {}),
+            **({"level": c.level} if c.level != "binary" else {}),
             **({"scoring": self.scoring} if self.scoring != "text" else {}),
             "offline (replay from cache)": c.offline,
         }
@@ -208,6 +220,11 @@ class TaskRun(NotebookRun):
                                     **self._mapping())
         self._check_design()
         self.items, self.requests = self._design_requests(self.base_items, pool)
+        if self.level != "binary":  # the span question, as ask_spans first sends it
+            self.span_requests = [tasks.span_request(it, self.level, api=c.api, temperature=c.temperature)
+                                  for it in self.items]
+            if self.level != "all":
+                self.requests = self.span_requests
         if c.choices_only:  # the same items and shots with the question withheld
             def withheld(item: Any) -> Any:
                 return dataclasses.replace(item, **robustness.choices_only(item.fields))
@@ -304,7 +321,11 @@ class TaskRun(NotebookRun):
         client = self._client(c.model_name, c.base_url, c.api_key_env, c.model_name)
         desc = f"{c.task} · {c.model_name}"
         stream = None
-        if self.scoring == "logprobs":
+        if self.level in ("hard_spans", "soft_spans"):  # the span call is the only call
+            self.span_results = tasks.ask_spans(client, self.items, self.level, api=c.api, temperature=c.temperature,
+                                                desc=f"{desc} (spans)")
+            results = self.span_results
+        elif self.scoring == "logprobs":
             results = self._logprobs(client, desc)
         elif getattr(self.task, "json_schema", None) is not None and c.api == "chat":
             results = self._json_answers(client, desc)
@@ -319,7 +340,15 @@ class TaskRun(NotebookRun):
                 finally:
                     stream.close()
         self.results = list(results)
-        self.samples = tasks.score_samples(self.task, self.items, results)  # while the judges finish
+        if self.level == "binary":
+            self.samples = tasks.score_samples(self.task, self.items, results)  # while the judges finish
+        elif self.level == "all":  # the binary answer, then the spans of the same item
+            self.span_results = tasks.ask_spans(client, self.items, self.level, api=c.api,
+                                                temperature=c.temperature, desc=f"{desc} (spans)")
+            binary = tasks.score_samples(self.binary_task, self.items, results)
+            self.samples = tasks.add_span_columns(binary, self.items, self.span_results, self.level)
+        else:
+            self.samples = tasks.add_span_columns(None, self.items, self.span_results, self.level)
         if self.scoring != "text":
             lp = self.results if self.scoring == "logprobs" else self._logprobs(client, f"{desc} (logprobs)")
             self.samples = tasks.add_logprob_scores(self.task, self.items, lp, self.samples,
@@ -389,6 +418,13 @@ class TaskRun(NotebookRun):
             "from cache": int(self.usage.cache_hits),
             "requests sent": int(self.usage.requests),
         }
+        if self.level == "all":  # the span call's own counts beside the binary call's
+            spans_n = tasks.span_counts(s)
+            counts.update({"span replies unparsed (scored as misses)": spans_n["n_unparsed"],
+                           "span calls failed (excluded)": spans_n["n_failed"]})
+        if self.level != "binary":
+            spans_n = tasks.span_counts(s)
+            counts.update({"spans predicted": spans_n["n_spans"], "spans not in the answer": spans_n["spans_not_in_text"]})
         return pd.DataFrame({"count": pd.Series(counts, dtype="int64")})
 
     # -- judge --------------------------------------------------------------------------------
@@ -599,6 +635,11 @@ class TaskRun(NotebookRun):
 
         assert self.samples is not None, "run generate() first"
         self.metrics = self._metrics_of(self.samples)
+        self.corrections = self._corrections()
+        self.metrics.update(self.corrections.get("metrics", {}))
+        for note in self.corrections.get("notes", []):
+            if note not in self.notes:
+                self.notes.append(note)
         for m in self.metrics.values():  # an undefined value (null in results.json) says why
             if m.get("note") and m["note"] not in self.notes:
                 self.notes.append(m["note"])
@@ -611,6 +652,10 @@ class TaskRun(NotebookRun):
         design, seed = self.design, self.config.seed
         permuted = "permutation" in samples
         primary = samples[samples["permutation"] == 0] if permuted else samples
+        if self.level != "binary":  # the binary level's metrics (at "all"), then the spans'
+            out = dict(tasks.task_metrics(self.binary_task, primary, seed=seed)) if self.level == "all" else {}
+            out.update(tasks.span_metrics(primary, self.level, seed=seed))
+            return out
         out = dict(tasks.task_metrics(self.task, primary, seed=seed, design=design))
         if permuted:
             out.update(self._robustness_metrics(samples))
@@ -694,6 +739,65 @@ class TaskRun(NotebookRun):
         pref = robustness.position_preference(self._robustness_rows(self.samples))
         return pd.DataFrame(pref["table"]).set_index("position")
 
+    def _corrections(self) -> dict[str, Any]:
+        """Each judged score corrected by the expert labels (PPI++), else, with a judge validation,
+        by its validated error rates (Rogan–Gladen); {} when neither applies."""
+        from evekit.runs.task import corrected
+
+        c = self.config
+        if not self.judge_names or self.samples is None or self.answered.empty:
+            return {}
+        primary = self.primary
+        if c.expert_labels:
+            return corrected.expert_corrections(primary, resolve_path(c.expert_labels), self.judge_names,
+                                                group_by=c.group_by)
+        if c.judge_validation and self.task.judge_kind is not None:
+            return corrected.validation_corrections(primary, resolve_path(c.judge_validation), self.judge_names,
+                                                    seed=c.seed)
+        return {}
+
+    def corrected_scores(self) -> pd.DataFrame | None:
+        """Each judged score beside its correction: raw (the judges alone), corrected (PPI++ from
+        the expert labels, or Rogan–Gladen from the judge validation), labels only; the width ratio,
+        the effective number of labels and the labels that would halve the interval; then the
+        judges' agreement with the labels on this task's items. Also drawn (corrected.png).
+        None, with a line saying how to get them, when there is nothing to correct with."""
+        table = self._corrected_table()
+        if table is None:
+            print("No judge-corrected score: set expert_labels (a sheet from `evekit label sample`) or "
+                  "judge_validation to correct the judges' scores for their errors.")
+            return None
+        agreement = self.corrections.get("agreement")
+        if agreement:
+            from IPython.display import display
+
+            display(shown(table.round(4)))
+            print("The judges against the expert labels on this task's labelled items:")
+            return shown(pd.DataFrame(agreement).set_index("judge").round(4))
+        return shown(table.round(4))
+
+    def _corrected_table(self) -> pd.DataFrame | None:
+        metrics = self.metrics or self.compute_metrics()
+        fixed = dict(self.corrections.get("metrics", {}))
+        if not fixed:
+            return None
+        rows = {}
+        for name, m in fixed.items():
+            raw = metrics.get(m["raw"], {})
+            rows[f"{m['raw']} (raw)"] = {k: raw.get(k) for k in ("value", "ci_low", "ci_high", "n", "method")}
+            rows[name] = {k: m.get(k) for k in ("value", "ci_low", "ci_high", "n", "n_labels", "method",
+                                                "width_ratio", "effective_labels", "labels_to_halve", "assumption")}
+            alone = m.get("labels_only")
+            if alone:
+                rows[f"{m['raw']} (labels only)"] = {k: alone.get(k) for k in ("value", "ci_low", "ci_high", "n",
+                                                                                "method")}
+        table = pd.DataFrame.from_dict(rows, orient="index").dropna(axis=1, how="all")
+        table.index.name = "score"
+        for count in ("n", "n_labels", "labels_to_halve"):
+            if count in table:
+                table[count] = pd.to_numeric(table[count]).astype("Int64")
+        return table
+
     def baselines(self) -> dict[str, dict] | None:
         """Chance and the best constant answer on the items answered (tasks with a gold label)."""
         assert self.samples is not None, "run generate() first"
@@ -701,6 +805,24 @@ class TaskRun(NotebookRun):
         if "repeat" in primary:  # chance and the constant answer need each item once
             primary = primary[primary["repeat"] == 0]
         return tasks.baselines(self.task, self.base_items, primary)
+
+    def span_baselines(self) -> dict[str, dict[str, dict]] | None:
+        """The span metrics of "no span" and "the whole answer is hallucinated" on the items scored
+        (span levels only)."""
+        if self.level == "binary" or self.samples is None:
+            return None
+        return tasks.span_baselines(self.samples, self.level, seed=self.config.seed)
+
+    def span_view(self, k: int = 5) -> Any:
+        """The k items with the lowest hard_iou: each answer with the gold and the predicted spans
+        side by side (marks over escaped text). None at the binary level."""
+        if self.level == "binary":
+            print('level="binary": no spans asked (set level to "hard_spans", "soft_spans" or "all").')
+            return None
+        from IPython.display import HTML
+
+        html = tasks.worst_spans_html(self.samples, k)
+        return HTML(html) if html else print("No item with a span score (every span call failed).")
 
     def choices_only_baseline(self) -> dict[str, Any] | None:
         """acc with the question withheld (`choices_only`): how much of the score the options alone
@@ -729,6 +851,9 @@ class TaskRun(NotebookRun):
         alone = self.choices_only_baseline()
         if alone:
             rows["acc (choices only)"] = {k: v for k, v in alone.items() if k != "note"}
+        for name, scores in (self.span_baselines() or {}).items():
+            for metric, summary in scores.items():
+                rows[f"{metric} ({name.replace('_', ' ')})"] = summary
         table = pd.DataFrame.from_dict(rows, orient="index")
         # The design's details (variance shares, design effect, ...) are design_table()'s.
         table = table.drop(columns=[c for c in DESIGN_DETAILS if c in table])
@@ -866,6 +991,9 @@ class TaskRun(NotebookRun):
                 figs["judge_agreement.png"] = plots.heatmap(
                     judging.cohen_kappa_matrix(self.answered, self.judge_names),
                     title=f"Cohen's kappa between judges · {title}", vmin=-1, vmax=1, cmap="RdBu").figure
+        corrected = self._corrected_table()
+        if corrected is not None:
+            figs["corrected.png"] = plots.corrected_scores(corrected, title=title)
         pref = self.position_preference()
         if pref is not None:
             figs["position_preference.png"] = plots.position_preference(pref, orders=self.config.permutations,
@@ -913,10 +1041,17 @@ class TaskRun(NotebookRun):
         alone = self.choices_only_baseline()
         if alone:
             extra["choices_only"] = alone
+        if self.corrections.get("agreement"):
+            extra["expert_labels"] = {"sheet": self.config.expert_labels, "n_labels": self.corrections["n_labels"],
+                                      "agreement": self.corrections["agreement"]}
         if self.config.permutations:
             pref = self.position_preference()
             if pref is not None:
                 extra["position_preference"] = pref.reset_index().to_dict("records")
+        if self.level != "binary":
+            extra["level"] = self.level
+            extra["span_counts"] = tasks.span_counts(self.samples)
+            extra["span_baselines"] = self.span_baselines()
         design = self.design
         if design is not None or self.config.permutations:
             c = self.config
@@ -944,6 +1079,14 @@ class TaskRun(NotebookRun):
                                outputs=self.model_outputs())
         print(f"Saved outputs to {display_path(out)}")
         return out
+
+    def _span_record(self, i: int) -> dict[str, Any]:
+        """At level "all", the span call beside the binary one: what was sent and what came back."""
+        request = self.span_requests[i]
+        row = self.samples.iloc[i]
+        sent = ({"span_messages": [dict(m) for m in request.messages]} if request.messages is not None
+                else {"span_prompt": request.prompt})
+        return {**sent, "span_response": _plain(row.get("span_response")), "pred_spans": _plain(row.get("pred_spans"))}
 
     def _first_token_logprobs(self, i: int) -> list[dict[str, Any]] | None:
         res = self.logprob_results[i] if i < len(self.logprob_results) else None
@@ -978,6 +1121,7 @@ class TaskRun(NotebookRun):
                 "truncated": bool(row.get("truncated")),
                 "completion_tokens": _plain(row.get("completion_tokens")),
                 "logprobs": self._first_token_logprobs(i),
+                **(self._span_record(i) if self.level == "all" else {}),
                 # The dataset's own fields (no file path: it would be machine-specific).
                 "item": {"question": item.question, "target": item.target, "row": item.row, **item.fields},
             })
