@@ -17,6 +17,7 @@ from typing import Any
 
 import pandas as pd
 
+from evekit.report import markdown_text
 from evekit.runs.base import NotebookRun
 from evekit.runs.win_rate import views
 from evekit.runs.win_rate.params import WinRateParams
@@ -70,7 +71,9 @@ class WinRateRun(NotebookRun):
         from IPython.display import Markdown, display
 
         for comp in self._judged():
-            display(Markdown(f"### {comp.name_a} vs {comp.name_b}\n\n{views.verdict_text(comp, self.config.alpha)}"))
+            # The models' names are the user's: text, never Markdown.
+            display(Markdown(f"### {markdown_text(comp.name_a)} vs {markdown_text(comp.name_b)}\n\n"
+                             f"{markdown_text(views.verdict_text(comp, self.config.alpha))}"))
             display(views.summary_view(comp))
 
     def plots(self) -> None:
