@@ -396,6 +396,10 @@ class _MLflow:
             from mlflow.tracking import MlflowClient
         except ImportError as exc:
             raise TrackingError(f"MLflow is not installed ({exc}); {INSTALL_HINT}") from None
+        import logging
+
+        # The store's one-time "Creating initial MLflow database tables..." is not news to a notebook reader.
+        logging.getLogger("mlflow.store.db.utils").setLevel(logging.WARNING)
         self.cfg = cfg
         self.local = not (cfg.uri or os.environ.get("MLFLOW_TRACKING_URI"))
         self.uri = cfg.uri or os.environ.get("MLFLOW_TRACKING_URI") or default_mlflow_uri(out_root)
