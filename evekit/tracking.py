@@ -490,7 +490,9 @@ class _Wandb:
         self.ledger = self.dir / "wandb" / self.LEDGER
 
     def url(self, run_id: str) -> str | None:
-        return getattr(self.run, "url", None) if self.run is not None else None
+        if self.run is None or self.mode in ("offline", "disabled"):
+            return None  # an offline run has no address until `wandb sync`
+        return getattr(self.run, "url", None)
 
     def where(self) -> dict[str, Any]:
         out: dict[str, Any] = {"mode": self.mode}
