@@ -39,7 +39,7 @@ from evekit.paths import display_path
 from evekit.report import json_safe
 
 __all__ = ["BACKENDS", "LOG_KEYS", "EVE_LOG_KEYS", "INSTALL_HINT", "TrackingConfig", "TrackingError", "Tracked",
-           "metric_entries", "numbers", "samples_table", "read_table", "folder_images", "read_json", "fingerprint",
+           "safe_key", "metric_entries", "numbers", "samples_table", "read_table", "folder_images", "read_json", "fingerprint",
            "TrackerRun", "describe", "log_run", "default_mlflow_uri", "EVE_SAMPLE_COLUMNS"]
 
 BACKENDS = ("mlflow", "wandb")
@@ -339,7 +339,7 @@ def _flat_params(params: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
     return out
 
 
-def _safe_key(name: str) -> str:
+def safe_key(name: str) -> str:
     """A metric or table name both trackers take: letters, digits, `_-./ `, the rest as `_`."""
     return "".join(c if c.isalnum() or c in "_-./ " else "_" for c in name)[:250]
 
@@ -386,12 +386,32 @@ def _bounded_http() -> Iterator[None]:
                 os.environ[k] = v
 
 
+CONNECT_TIMEOUT_S = 5
+
+
+def _check_reachable(uri: str) -> None:
+    """A tracking server's port answers (a refused connection is known in milliseconds, before MLflow
+    is even imported); TrackingError naming the address otherwise. Other URIs pass."""
+    parts = urlsplit(uri)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return
+    import socket
+
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        socket.create_connection((parts.hostname, port), timeout=CONNECT_TIMEOUT_S).close()
+    except OSError as exc:
+        raise TrackingError(f"the MLflow server at {parts.scheme}://{parts.hostname}:{port} cannot be reached "
+                            f"({exc.strerror or exc})") from None
+
+
 class _MLflow:
     """One MLflow run through `MlflowClient` (no global state: the fluent API's active run stays free)."""
 
     name = "mlflow"
 
     def __init__(self, cfg: TrackingConfig, out_root: Path) -> None:
+        _check_reachable(cfg.uri or os.environ.get("MLFLOW_TRACKING_URI") or "")
         try:
             from mlflow.tracking import MlflowClient
         except ImportError as exc:
@@ -451,14 +471,14 @@ class _MLflow:
         assert run_id is not None
         now = int(time.time() * 1000)
         if cfg.logs("params"):
-            params = [Param(_safe_key(k), v) for k, v in _flat_params(tracked.params).items()]
+            params = [Param(safe_key(k), v) for k, v in _flat_params(tracked.params).items()]
             for i in range(0, len(params), 100):
                 client.log_batch(run_id, params=params[i:i + 100])
-        metrics = [Metric(_safe_key(k), v, now, 0) for k, v in tracked.flat_metrics(cfg).items()]
+        metrics = [Metric(safe_key(k), v, now, 0) for k, v in tracked.flat_metrics(cfg).items()]
         for i in range(0, len(metrics), 1000):
             client.log_batch(run_id, metrics=metrics[i:i + 1000])
         for name, table in tracked.logged_tables(cfg).items():
-            client.log_table(run_id, data=_plain_table(table), artifact_file=f"tables/{_safe_key(name)}.json")
+            client.log_table(run_id, data=_plain_table(table), artifact_file=f"tables/{safe_key(name)}.json")
         if cfg.logs("plots"):
             for png in tracked.images:
                 client.log_artifact(run_id, str(png), "plots")
@@ -535,13 +555,13 @@ class _Wandb:
         import wandb
 
         cfg, run = self.cfg, self.run
-        metrics = {_safe_key(k): v for k, v in tracked.flat_metrics(cfg).items()}
+        metrics = {safe_key(k): v for k, v in tracked.flat_metrics(cfg).items()}
         payload: dict[str, Any] = dict(metrics)
         for name, table in tracked.logged_tables(cfg).items():
-            payload[f"tables/{_safe_key(name)}"] = wandb.Table(dataframe=_plain_table(table))
+            payload[f"tables/{safe_key(name)}"] = wandb.Table(dataframe=_plain_table(table))
         if cfg.logs("plots"):
             for png in tracked.images:
-                payload[f"plots/{_safe_key(png.stem)}"] = wandb.Image(str(png))
+                payload[f"plots/{safe_key(png.stem)}"] = wandb.Image(str(png))
         if report is not None and cfg.logs("report"):
             payload["report"] = wandb.Html(report.read_text(encoding="utf-8"), inject=False)
         run.log(payload)
