@@ -497,12 +497,17 @@ def test_evekit_run_logs_after_the_report_and_groups_the_batch(tmp_path, monkeyp
 
     monkeypatch.setenv("EVEKIT_BATCH", "batch-42")
     with StubServer(verdicts=True, api_key=SENTINEL) as stub:
-        params = tmp_path / "open_ended.tracked.yaml"
-        params.write_text(yaml.safe_dump({
-            "model_name": MODEL, "base_url": stub.base_url, "api_key_env": "EVEKIT_TEST_KEY",
-            "dataset": str(_open_ended_file(tmp_path)), "num_fewshot": 0, "limit": 4,
-            "cache_dir": str(tmp_path / "cache"), "output_dir": str(tmp_path / "out"), "run_name": "b"}))
-        assert run_batch([str(params)], track="mlflow") == 0
+        files = []
+        for variant, run_name, extra in (("tracked", "b", {}), ("wandb", "b2", {"tracking": {"backend": "wandb"}})):
+            params = tmp_path / f"open_ended.{variant}.yaml"
+            params.write_text(yaml.safe_dump({
+                "model_name": MODEL, "base_url": stub.base_url, "api_key_env": "EVEKIT_TEST_KEY",
+                "dataset": str(_open_ended_file(tmp_path)), "num_fewshot": 0, "limit": 4,
+                "cache_dir": str(tmp_path / "cache"), "output_dir": str(tmp_path / "out"), "run_name": run_name,
+                **extra}))
+            files.append(str(params))
+        # --track applies to the file that sets no `tracking`; the other keeps its own (W&B)
+        assert run_batch(files, track="mlflow") == 0
     out = tmp_path / "out" / "b" / MODEL / "open_ended"
     (run,) = mlflow_runs(tmp_path / "out")
     client = mlflow_client(tmp_path / "out")
@@ -515,3 +520,11 @@ def test_evekit_run_logs_after_the_report_and_groups_the_batch(tmp_path, monkeyp
     assert f"Tracked in MLflow: run {run.info.run_id}" in report
     index = (tmp_path / "out" / "b" / "index.html").read_text()
     assert "mlflow run" in index and run.info.run_id in index
+    # The W&B run of the same batch: its group, and report.html logged as HTML
+    (w,) = wandb_runs(tmp_path / "out")
+    assert w.run.run_group == "batch-42" and w.history["report/_type"] == "html-file"
+    html_file = w.dir / "files" / str(w.history["report/path"])
+    assert html_file.read_text() == (tmp_path / "out" / "b2" / MODEL / "open_ended" / "report.html").read_text()
+    w_status = run_record(tmp_path / "out" / "b2" / MODEL / "open_ended")["tracking"]
+    assert w_status["backend"] == "wandb" and w_status["status"] == "logged" and w_status["run_id"] == w.run.run_id
+    assert "Tracked in W&amp;B (offline)" in (tmp_path / "out" / "b2" / MODEL / "open_ended" / "report.html").read_text()

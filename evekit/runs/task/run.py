@@ -175,6 +175,7 @@ class TaskRun(NotebookRun):
             **({"fewshot_split": c.fewshot_split} if c.fewshot_split else {}),
             **({"scoring": self.scoring} if self.scoring != "text" else {}),
             "offline (replay from cache)": c.offline,
+            **({"tracking": c.tracking_config.backend} if c.tracking_config else {}),
         }
         if c.task_file:
             rows = {"task file": c.task_file, "kind": self.task.kind, **rows, "split": self.split}
