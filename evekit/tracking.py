@@ -558,7 +558,8 @@ class _Wandb:
         metrics = {safe_key(k): v for k, v in tracked.flat_metrics(cfg).items()}
         payload: dict[str, Any] = dict(metrics)
         for name, table in tracked.logged_tables(cfg).items():
-            payload[f"tables/{safe_key(name)}"] = wandb.Table(dataframe=_plain_table(table))
+            # W&B keeps a logged table's first `Table.MAX_ROWS` (10,000) rows; every row is in the folder artifact.
+            payload[f"tables/{safe_key(name)}"] = wandb.Table(dataframe=_plain_table(table.head(wandb.Table.MAX_ROWS)))
         if cfg.logs("plots"):
             for png in tracked.images:
                 payload[f"plots/{safe_key(png.stem)}"] = wandb.Image(str(png))
