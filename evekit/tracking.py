@@ -405,6 +405,15 @@ def _check_reachable(uri: str) -> None:
                             f"({exc.strerror or exc})") from None
 
 
+def _public_uri(uri: str) -> str:
+    """A tracking URI as records show it: any user:password@ in MLFLOW_TRACKING_URI left out."""
+    parts = urlsplit(uri)
+    if not (parts.username or parts.password):
+        return uri
+    host = parts.hostname or ""
+    return parts._replace(netloc=host + (f":{parts.port}" if parts.port else "")).geturl()
+
+
 class _MLflow:
     """One MLflow run through `MlflowClient` (no global state: the fluent API's active run stays free)."""
 
@@ -439,19 +448,20 @@ class _MLflow:
 
     def url(self, run_id: str) -> str | None:
         if urlsplit(self.uri).scheme in ("http", "https"):
-            return f"{self.uri.rstrip('/')}/#/experiments/{self.experiment_id}/runs/{run_id}"
+            return f"{_public_uri(self.uri).rstrip('/')}/#/experiments/{self.experiment_id}/runs/{run_id}"
         return None
 
     def where(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"uri": self.uri}
+        out: dict[str, Any] = {"uri": _public_uri(self.uri)}
         if not self.url("x"):
-            out["ui"] = f"mlflow ui --backend-store-uri {self.uri}"
+            out["ui"] = f"mlflow ui --backend-store-uri {_public_uri(self.uri)}"
         return out
 
     def find(self, fp: str) -> str | None:
         self.experiment_id = self._experiment()
-        runs = self.client.search_runs([self.experiment_id], filter_string=f"tags.`evekit.fingerprint` = '{fp}'",
-                                       max_results=1)
+        # Only a run that was logged whole counts: one that failed half-way is logged again.
+        runs = self.client.search_runs([self.experiment_id], max_results=1, filter_string=(
+            f"tags.`evekit.fingerprint` = '{fp}' and attributes.status = 'FINISHED'"))
         return runs[0].info.run_id if runs else None
 
     def start(self, label: str, tags: dict[str, str], group: str | None) -> str:

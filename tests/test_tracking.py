@@ -463,6 +463,17 @@ def test_an_unreachable_server_leaves_the_outputs_and_the_time_as_they_were(tmp_
     assert failing < untracked + 3.0, (untracked, failing)
 
 
+def test_credentials_in_mlflow_tracking_uri_are_never_recorded(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"http://evekit:{SENTINEL}@127.0.0.1:{_closed_port()}")
+    with StubServer(verdicts=True, api_key=SENTINEL) as stub:
+        out = task_run(tmp_path, stub, "mlflow")
+    status = run_record(out)["tracking"]
+    assert status["status"] == "failed" and "cannot be reached" in status["error"]
+    assert SENTINEL not in capsys.readouterr().err
+    for path in (tmp_path / "out").rglob("*"):
+        assert not path.is_file() or SENTINEL.encode() not in path.read_bytes(), path
+
+
 def test_a_missing_extra_is_a_recorded_failure_naming_the_install_command(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "wandb", None)  # `import wandb` raises ImportError, as without the extra
     with StubServer(verdicts=True, api_key=SENTINEL) as stub:
