@@ -8,6 +8,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from evekit.atomic import write_text_atomic
 from evekit.batch.paramfiles import notebook_name
 from evekit.paths import display_path
 
@@ -100,7 +101,7 @@ def render_html(executed_notebook: Path, html_path: Path, *, params_file: Path |
     exporter = HTMLExporter(exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True)
     body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": title}})
     html_path.parent.mkdir(parents=True, exist_ok=True)
-    html_path.write_text(body, encoding="utf-8")
+    write_text_atomic(html_path, body)
 
 
 def warm_html_exporter() -> threading.Thread:

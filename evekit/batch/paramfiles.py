@@ -13,6 +13,7 @@ of expanding into gigabytes.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -95,7 +96,45 @@ def load_params(path: Path, server_url: str | None = None) -> dict[str, Any]:
     if not isinstance(params, dict):
         raise ParameterError(f"{path}: expected a mapping of parameter names to values, got a "
                              f"{type(params).__name__}")
-    return _substitute(params, server_url)
+    params = _substitute(params, server_url)
+    _check_environment_refs(params, path)
+    return params
+
+
+_ENV_REF = re.compile(r"\$\{([^}]*)\}")
+
+
+def _check_environment_refs(value: Any, path: Path, where: str = "") -> None:
+    """Every `${NAME}` left in a value must name a set environment variable: an unset one is a
+    ParameterError naming the file and the field now, not a failure inside the kernel later."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            _check_environment_refs(v, path, f"{where}.{k}" if where else str(k))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            _check_environment_refs(v, path, f"{where}[{i}]")
+    elif isinstance(value, str):
+        for name in _ENV_REF.findall(value):
+            if not name or name not in os.environ:
+                raise ParameterError(f"{path}: {where}: ${{{name}}} names an environment variable that is not set "
+                                     f"(export {name or 'NAME'}=... before evekit run)")
+
+
+def check_run_name(run_name: Any, output_dir: Any, path: Path) -> None:
+    """A run name is one folder inside output_dir: `..`, an absolute path or a control character
+    (NUL above all) is refused with the file named; output_dir may not hold NUL or control characters."""
+    name = str(run_name)
+    if not name.strip() or name != name.strip():
+        raise ParameterError(f"{path}: run_name {name!r}: must be a folder name without leading or trailing spaces")
+    if any(ord(c) < 32 or ord(c) == 127 for c in name):
+        raise ParameterError(f"{path}: run_name {name!r}: control characters (NUL, newline, ...) are not allowed")
+    parts = name.replace("\\", "/").split("/")
+    if name.startswith(("/", "\\", "~")) or ".." in parts or "." in parts:
+        raise ParameterError(f"{path}: run_name {name!r} would leave output_dir (an absolute path, `~`, `.` or "
+                             "`..`): a run name is one folder inside output_dir; set output_dir for another place")
+    out = str(output_dir)
+    if any(ord(c) < 32 or ord(c) == 127 for c in out):
+        raise ParameterError(f"{path}: output_dir {out!r}: control characters (NUL, newline, ...) are not allowed")
 
 
 @dataclass
@@ -167,7 +206,9 @@ def read_run_file(path: Path, notebooks_dir: Path, server_url: str | None = None
         problem = unknown_names(values, defaults)
         if problem:
             raise ParameterError(f"{path}: notebook {name}: {problem}")
-        return RunFile(path, name, None, values, injected=dict(values), defaults=defaults)
+        run = RunFile(path, name, None, values, injected=dict(values), defaults=defaults)
+        check_run_name(run.run_name, run.output_dir, path)
+        return run
     variant = kind.variant(name)
     try:
         with files_checked(check_files):
@@ -176,7 +217,9 @@ def read_run_file(path: Path, notebooks_dir: Path, server_url: str | None = None
         raise ParameterError(f"{path}: {exc}") from None
     own = {f.name for f in kind.params.parameters(variant)}
     injected = {k: v for k, v in params.as_run_values().items() if k in own}
-    return RunFile(path, name, kind, values, params, injected)
+    run = RunFile(path, name, kind, values, params, injected)
+    check_run_name(run.run_name, run.output_dir, path)
+    return run
 
 
 def check_param_files(files: list[Path], notebooks_dir: Path, server_url: str | None = "http://server.invalid",
