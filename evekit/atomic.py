@@ -55,8 +55,13 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     On any error the temporary file is removed and `path` is left as it was; a full disk becomes
     `OutputError` naming `path`."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        if is_disk_full(exc):
+            raise _disk_full(path, exc) from exc
+        raise
     os.close(fd)
     tmp = Path(name)
     try:
