@@ -111,6 +111,17 @@ def proportion_hbar(values: Sequence[float], low: Sequence[float], high: Sequenc
 
 
 # -- task notebooks ----------------------------------------------------------------------------
+def corrected_scores(table: pd.DataFrame, *, title: str = "") -> Figure:
+    """Raw judge, corrected and labels-only estimates with their 95% intervals, one bar each
+    (`TaskRun.corrected_scores`' table, indexed by score)."""
+    ax = proportion_hbar(table["value"], table["ci_low"], table["ci_high"], labels=list(table.index),
+                         n=table["n"] if "n" in table else None, title=title,
+                         xlabel="score with 95% interval (raw: the judges alone; _ppi: corrected by the expert "
+                                "labels; _rg: by the judge validation)")
+    ax.set_xlim(0, 1)
+    return ax.figure
+
+
 
 def letter_bias(samples: pd.DataFrame, *, title: str = "") -> Figure:
     """How often each letter is predicted vs how often it is gold: answer-position bias at a glance."""
@@ -132,6 +143,24 @@ def letter_bias(samples: pd.DataFrame, *, title: str = "") -> Figure:
     unparsed = int(samples["unparsed"].sum())
     ax.set_title(f"{title}\npredicted vs gold letters (unparsed answers: {unparsed})" if title
                  else "predicted vs gold letters", fontsize=10)
+    ax.legend(frameon=False)
+    fig.tight_layout()
+    return fig
+
+
+def position_preference(table: pd.DataFrame, *, orders: int, title: str = "") -> Figure:
+    """Share of answers at each option position against the share of gold answers there, over every
+    shuffled option order (`evekit.robustness.position_preference`'s table, indexed by position)."""
+    labels = [str(v) for v in table["label"]]
+    shares = pd.DataFrame({"gold": table["gold_share"].to_numpy(), "answered": table["answer_share"].to_numpy()},
+                          index=labels)
+    fig, ax = plt.subplots(figsize=(max(4.5, 0.9 * len(labels) + 2), 3.4))
+    shares.plot.bar(ax=ax, color=["#9aa5b1", "#2f6f9f"], rot=0, width=0.75)
+    ax.set_xlabel("option position (letter shown)")
+    ax.set_ylabel("share of letters")
+    ax.set_ylim(0, max(1e-9, float(np.nanmax(shares.to_numpy()))) * 1.15)
+    heading = f"answer position vs gold position over {orders} option orders"
+    ax.set_title(f"{title}\n{heading}" if title else heading, fontsize=10)
     ax.legend(frameon=False)
     fig.tight_layout()
     return fig

@@ -141,16 +141,34 @@ def leaderboard(entries: list[Entry]) -> pd.DataFrame:
             "unparsed": e.results.get("n_unparsed", 0), "failed": e.results.get("n_failed", 0),
             # why the number is not to be read at face value (cards.judge_flags): the CSV column
             "trust": ", ".join(f.kind for f in headline_flags(e.results)),
+            "design": design_label(e.results),
             "stale": e.stale,
         })
     return pd.DataFrame(rows)
 
 
+def design_label(results: dict[str, Any]) -> str:
+    """What a run's interval accounts for beyond one answer per item ('' when nothing): repeats,
+    clusters, shuffled options (results.json `design`)."""
+    d = results.get("design") or {}
+    parts = []
+    if (d.get("repeats") or 1) > 1:
+        parts.append(f"{d['repeats']} repeats over {d.get('repeat_over')}"
+                     + (f" ({d['reducer']})" if d.get("reducer", "mean") != "mean" else ""))
+    if d.get("cluster_by"):
+        parts.append(f"clusters by {d['cluster_by']}")
+    if d.get("permutations"):
+        parts.append(f"{d['permutations']} option orders")
+    return "; ".join(parts)
+
+
 def leaderboard_wide(board: pd.DataFrame) -> pd.DataFrame:
-    """Models x tasks, each cell 'value [low, high]' (with ⚠ when its trust column flags it)."""
+    """Models x tasks, each cell 'value [low, high]' (with ⚠ when its trust column flags it, and
+    the design its interval accounts for: repeats, clusters, option orders)."""
     if board.empty:
         return board
     cell = board.apply(lambda r: format_metric(None if pd.isna(r["value"]) else r.to_dict())
+                       + (f" ({r['design']})" if r.get("design") else "")
                        + (f" {MARK} {r['trust']}" if r.get("trust") else "")
                        + (f" ({r['stale']})" if r.get("stale") else ""), axis=1)
     wide = board.assign(cell=cell).pivot_table(index="model", columns="task", values="cell", aggfunc="first")
@@ -195,7 +213,12 @@ class _Samples:
         col = metric_column(metric, _judge_names(e, df))
         if col not in df.columns or "doc_id" not in df.columns:
             return None
-        return df[["doc_id", col]].rename(columns={col: "value"})
+        if "permutation" in df:  # shuffled options: the headline is the original order's
+            df = df[df["permutation"] == 0]
+        values = df[["doc_id", col]].rename(columns={col: "value"})
+        if "repeat" in df:  # repeats: one value per item, its mean over repeats (the run's own metric)
+            values = values.dropna().groupby("doc_id", as_index=False, sort=False)["value"].mean()
+        return values
 
 
 def _by_task(entries: list[Entry]) -> dict[str, list[Entry]]:
@@ -227,7 +250,10 @@ def paired_tests(entries: list[Entry], seed: int = 0) -> pd.DataFrame:
             metric, _ = headline(a.results)
             row: dict[str, Any] = {"task": task, "metric": metric, "model_a": a.label, "model_b": b.label}
             other, _ = headline(b.results)
-            sa, sb = samples.scores(a, metric), samples.scores(b, metric)
+            # A corrected headline is compared on its raw verdicts: a corrected paired difference
+            # needs expert labels of both models' answers to the same items.
+            raw = metric[: -len("_ppi")] if metric.endswith("_ppi") else metric
+            sa, sb = samples.scores(a, raw), samples.scores(b, raw)
             if other != metric:
                 rows.append({**row, "note": f"{b.label} is summarised by {other}, {a.label} by {metric}"})
                 continue
@@ -244,7 +270,8 @@ def paired_tests(entries: list[Entry], seed: int = 0) -> pd.DataFrame:
             rows.append({**row, "n_shared": cp["n"], "mean_a": _tidy(x.mean()), "mean_b": _tidy(y.mean()),
                          "difference": cp["diff"], "test": cp["test"], "p_value": cp["p_value"],
                          "ci_low": cp["ci_low"], "ci_high": cp["ci_high"], "ci_method": cp["ci_method"],
-                         "n_discordant": cp.get("n_discordant"), "note": ""})
+                         "n_discordant": cp.get("n_discordant"),
+                         "note": "" if raw == metric else f"compared on the raw {raw} (not on the corrected score)"})
     table = pd.DataFrame(rows, columns=PAIRED_COLUMNS)
     if len(table):
         table["p_holm"] = stats.holm(table["p_value"].to_numpy(float))
@@ -276,7 +303,10 @@ def detectable_differences(entries: list[Entry], *, alpha: float = 0.05, power: 
         for a, b in itertools.combinations(group, 2):
             if headline(b.results)[0] != metric:
                 continue
-            sa, sb = samples.scores(a, metric), samples.scores(b, metric)
+            # A corrected headline is compared on its raw verdicts: a corrected paired difference
+            # needs expert labels of both models' answers to the same items.
+            raw = metric[: -len("_ppi")] if metric.endswith("_ppi") else metric
+            sa, sb = samples.scores(a, raw), samples.scores(b, raw)
             if sa is None or sb is None:
                 continue
             merged = sa.merge(sb, on="doc_id", suffixes=("_a", "_b")).dropna()
