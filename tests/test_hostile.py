@@ -419,6 +419,27 @@ def case_real_full_disk(tmp, tiny_disk):
     test_a_real_full_disk_keeps_every_file_whole(tiny_disk)
 
 
+# Writers that are not output files: a temporary copy renamed by hand, a scratch folder, the cache's spool.
+NOT_OUTPUTS = {"evekit/tokenizer.py", "evekit/runs/task/corrected.py", "evekit/cache.py", "evekit/batch/batchfile.py",
+               "evekit/server.py", "evekit/atomic.py",
+               "evekit/batch/kernels.py"}  # kernels: a kernel's stderr log, appended to as it runs
+
+
+def test_every_output_file_is_written_through_evekit_atomic():
+    import re
+
+    writer = re.compile(r"\.to_csv\(\s*(?!index=)[^)\s]|\.write_text\(|\.write_bytes\(|\.savefig\(|open\([^)]*['\"][wa]b?['\"]")
+    found = []
+    for path in sorted((REPO_ROOT / "evekit").rglob("*.py")):
+        rel = path.relative_to(REPO_ROOT).as_posix()
+        if rel in NOT_OUTPUTS:
+            continue
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            if writer.search(line) and not line.lstrip().startswith("#"):
+                found.append(f"{rel}:{n}: {line.strip()}")
+    assert not found, "write through evekit.atomic:\n" + "\n".join(found)
+
+
 # ---------------------------------------------------------------------------- stale and failed results
 def _task_run(run_dir: Path, stem: str, execution: str, *, n: int = 4, failed: int = 0, model: str = "m") -> Path:
     from evekit.runs.records import calls_outcome, write_run_record

@@ -129,3 +129,38 @@ def test_kill_9_half_way_then_rerun_resumes_from_the_cache_and_gives_the_same_re
         a = pd.read_csv(tmp_path / "out" / "r" / "m" / task / "samples.csv")
         b = pd.read_csv(fresh / "r" / "m" / task / "samples.csv")
         pd.testing.assert_frame_equal(a, b)
+
+
+def test_a_full_output_disk_is_one_clear_message_and_leaves_no_half_file(tmp_path):
+    """output_dir on a 256 KB tmpfs (root only) that fills while the notebook saves: `evekit run`
+    fails with one line naming the file, no traceback, no 0-byte or half-written file; the answers
+    are in the cache (elsewhere), so the re-run on a disk with room sends nothing."""
+    import pytest
+
+    if os.geteuid() != 0 or sys.platform != "linux":
+        pytest.skip("a tmpfs needs root on Linux")
+    mnt = tmp_path / "tiny"
+    mnt.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mnt)], capture_output=True).returncode:
+        pytest.skip("cannot mount a tmpfs")
+    try:
+        with StubServer() as stub:
+            params = _task_file(tmp_path / "params", "mcqa_single_answer.yaml", stub.base_url, tmp_path,
+                                output_dir=str(mnt), limit=40)
+            done = _evekit(["run", str(params)], tmp_path)
+            sent = stub.stats()["total"]
+            assert done.returncode != 0, done.stdout[-2000:]
+            assert "the disk is full" in done.stderr, done.stderr[-3000:]
+            print(done.stderr[-1500:])
+            assert "Traceback" not in done.stderr and "NotJSONError" not in done.stderr, done.stderr[-3000:]
+            for path in mnt.rglob("*"):
+                if path.is_file() and not path.name.startswith("."):
+                    assert path.stat().st_size > 0, path
+            _clean_of_half_files(mnt)
+            roomy = tmp_path / "roomy"
+            params.write_text(params.read_text().replace(str(mnt), str(roomy)))
+            again = _evekit(["run", str(params)], tmp_path)
+            assert again.returncode == 0, again.stderr[-3000:]
+            assert stub.stats()["total"] == sent  # every answer was in the cache
+    finally:
+        subprocess.run(["umount", str(mnt)], check=False)

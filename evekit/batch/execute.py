@@ -354,7 +354,12 @@ def _run_batch_locked(paths: list[Path], nb_dir: Path, serve: bool, check_url: s
         if slots_dir is not None:
             shutil.rmtree(slots_dir, ignore_errors=True)
     for run_dir in sorted(run_dirs):
-        index = write_index(run_dir, batch_runs=sorted(run_dirs))
+        try:
+            index = write_index(run_dir, batch_runs=sorted(run_dirs))
+        except OutputError as exc:  # a full disk: the earlier index stays
+            print(f"evekit run: {exc}", file=sys.stderr)
+            failed.append(f"index of {run_dir}")
+            continue
         print(f"index: {index}")
     print(f"{len(paths) - len(failed)} of {len(paths)} notebooks passed in "
           f"{time.monotonic() - started:.0f} s")
