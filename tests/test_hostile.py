@@ -549,6 +549,17 @@ def case_all_calls_failed_is_marked(tmp):
     assert all_calls_failed(read_run_record(partial / "run.json")) is None
 
 
+def case_judges_without_verdicts_are_not_failed_calls(tmp):
+    from evekit.runs.records import calls_outcome
+
+    down = calls_outcome("judge calls", 2, errors=["call failed (json_schema): HTTP 500 from http://j/v1",
+                                                   "judge endpoint unusable: nothing answered at http://j/v1"])
+    assert (down["failed"], down["error"]) == (2, "call failed (json_schema): HTTP 500 from http://j/v1")
+    # replies that came but held no verdict are abstentions (shown as "judged n of N"), not failed calls
+    vague = calls_outcome("judge calls", 2, errors=["unusable reply (text): no JSON object in the reply", None])
+    assert vague["failed"] == 0
+
+
 # ----------------------------------------------------------------------------------------- the table
 # (id, issue's case, expected class, what the outcome must say)
 CASES: list[tuple[str, str, str, Callable, str]] = [
@@ -606,6 +617,8 @@ CASES: list[tuple[str, str, str, Callable, str]] = [
      ""),
     ("summary_stale", "4: the summary shows a stale number", "recorded", case_summary_marks_stale, ""),
     ("all_calls_failed", "3: every call failed, exit 0", "recorded", case_all_calls_failed_is_marked, ""),
+    ("judge_calls_failed", "own: judges down vs judges without a verdict", "fine",
+     case_judges_without_verdicts_are_not_failed_calls, ""),
 ]
 
 

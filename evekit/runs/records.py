@@ -72,12 +72,23 @@ def write_run_record(out_dir: Path, *, kind: RunKind, notebook: str, run_name: s
     return path
 
 
-def calls_outcome(what: str, n: int, failed: int, errors: Any = ()) -> dict[str, Any]:
+def calls_outcome(what: str, n: int, failed: int | None = None, errors: Any = ()) -> dict[str, Any]:
     """One group of a run's model calls for run.json's `calls` (a list of these): `what` they were
-    ("model calls", "judge calls"), how many items or decisions needed one (`n`), how many got no
-    usable answer (`failed`), and the first error (a reason to show when every one failed)."""
-    first = next((str(e) for e in errors if e is not None and str(e) and str(e) != "nan"), None)
-    return {"what": what, "n": int(n), "failed": int(failed), "error": first}
+    ("model calls", "judge calls"), how many calls were needed (`n`), how many got no answer at all
+    (`failed`: an HTTP error, a timeout, an endpoint that stopped answering; None: counted from
+    `errors` as the judges word them, so a reply that came but held no verdict is not a failed
+    call), and the first such error (the reason to show when every one failed)."""
+    errors = [str(e) for e in errors if e is not None and str(e) and str(e) != "nan"]
+    if failed is None:
+        errors = [e for e in errors if _is_call_failure(e)]
+        failed = len(errors)
+    return {"what": what, "n": int(n), "failed": int(failed), "error": errors[0] if errors else None}
+
+
+def _is_call_failure(error: str) -> bool:
+    from evekit.judges.verdicts import abstention_reason
+
+    return abstention_reason(error) in ("call failed", "judge endpoint unusable")
 
 
 def all_calls_failed(record: RunRecord) -> str | None:

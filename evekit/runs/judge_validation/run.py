@@ -306,7 +306,7 @@ class ValidationRun(NotebookRun):
         errors = [e for n in self.judge_names for e in judged[f"judge_{n}_error"]]
         write_run_record(d, kind=KIND, notebook=KIND.notebooks[0], run_name=c.run_name,
                          judge_kind=c.judge_kind, judges=self.judge_names,
-                         calls=[calls_outcome("judge calls", len(given), int(given.isna().sum()), errors)])
+                         calls=[calls_outcome("judge calls", len(given), errors=errors)])
         print(f"Saved outputs to {display_path(d)}")
         return d
 

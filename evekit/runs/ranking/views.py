@@ -184,6 +184,6 @@ def save_outputs(out_dir: Path, *, battles: pd.DataFrame, ratings: pd.DataFrame,
     undecided = battles["winner"].isna() | (battles["winner"].astype(str) == "") if "winner" in battles else ()
     errors = battles["error"][undecided] if "error" in battles and len(battles) else ()
     write_run_record(out_dir, kind=KIND, notebook=KIND.notebooks[0], run_name=run_name, task=task, models=list(models),
-                     calls=[calls_outcome("judge calls", len(battles), int(sum(undecided)), errors)])
+                     calls=[calls_outcome("judge calls", len(battles), errors=errors)])
     print(f"Saved outputs to {display_path(out_dir)}")
     return out_dir

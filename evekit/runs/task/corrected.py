@@ -93,7 +93,11 @@ def validation_corrections(samples: pd.DataFrame, validation: str | Path, judge_
         except DataError as exc:
             notes.append(f"{metric}: no Rogan–Gladen correction ({exc})")
             continue
-        res = correction.rogan_gladen(pd.to_numeric(used[column], errors="coerce"), level=level, seed=seed,
-                                      sensitivity=counts["sensitivity"], specificity=counts["specificity"])
+        try:
+            res = correction.rogan_gladen(pd.to_numeric(used[column], errors="coerce"), level=level, seed=seed,
+                                          sensitivity=counts["sensitivity"], specificity=counts["specificity"])
+        except ValueError as exc:  # e.g. a validation in which this judge gave no verdict: (0, 0)
+            notes.append(f"{metric}: no Rogan–Gladen correction: the validation's counts cannot give one ({exc})")
+            continue
         out[metric + RG_SUFFIX] = {**res, "raw": metric, "validation": display_path(Path(validation))}
     return {"metrics": out, "notes": notes}

@@ -49,8 +49,9 @@ def _calls(samples: pd.DataFrame, results: dict[str, Any]) -> list[dict[str, Any
     failed = samples["failed"].fillna(False).astype(bool) if "failed" in samples else pd.Series(False, samples.index)
     errors = samples["error"][failed] if "error" in samples else ()
     groups = [calls_outcome("model calls", len(samples), int(failed.sum()), errors)]
-    if results.get("judges"):
+    judges = [j for j in results.get("judges") or [] if f"judge_{j}_error" in samples]
+    if judges:
         sent = int((~failed).sum()) - int(results.get("n_judge_rule") or 0)
-        judge_errors = [e for errs in ((results.get("judge_counts") or {}).get("errors") or {}).values() for e in errs]
-        groups.append(calls_outcome("judge calls", sent, int(results.get("n_judge_failed") or 0), judge_errors))
+        judge_errors = [e for j in judges for e in samples.loc[~failed, f"judge_{j}_error"]]
+        groups.append(calls_outcome("judge calls", sent * len(judges), errors=judge_errors))
     return groups

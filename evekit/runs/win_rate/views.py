@@ -249,7 +249,7 @@ def save_outputs(comparisons: Sequence[Comparison], cfg: WinRateParams,
         errors = comp.results["error"][failed] if "error" in comp.results else ()
         write_run_record(d, kind=KIND, notebook=KIND.notebooks[0], run_name=cfg.run_name, task=cfg.task,
                          model_a=comp.name_a, model_b=comp.name_b,
-                         calls=[calls_outcome("judge calls", len(comp.results), int(failed.sum()), errors)])
+                         calls=[calls_outcome("judge calls", len(comp.results), errors=errors)])
         print(f"Saved outputs to {display_path(d)}")
         dirs.append(d)
     return dirs
