@@ -23,6 +23,8 @@ __all__ = [
     "CacheError",
     "ServerError",
     "BatchFileError",
+    "OutputError",
+    "RunLockedError",
     "unknown_names",
 ]
 
@@ -74,6 +76,15 @@ class ServerError(EvekitError, RuntimeError):
 
 class BatchFileError(EvekitError, ValueError):
     """A Batch output file that cannot be imported; the message names the file, the line and the field."""
+
+
+class OutputError(EvekitError, OSError):
+    """An output file could not be written (a full disk, above all); the message names the file and
+    says what was kept."""
+
+
+class RunLockedError(EvekitError, RuntimeError):
+    """Another `evekit run` is writing the same run folder; the message names the folder and its pid."""
 
 
 def unknown_names(given: Iterable[str], known: Iterable[str], what: str = "parameter") -> str | None:

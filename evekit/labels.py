@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from evekit.atomic import write_csv_atomic, write_text_atomic
 from evekit.errors import DataError, ParameterError
 from evekit.judges.validation import _label
 from evekit.paths import display_path
@@ -191,7 +192,7 @@ def sample_sheet(run_dir: str | Path, n: int, seed: int = 0, out: str | Path | N
     sheet["note"] = ""
     out = Path(out) if out is not None else run_dir / "labels.csv"
     out.parent.mkdir(parents=True, exist_ok=True)
-    sheet.to_csv(out, index=False)
+    write_csv_atomic(sheet, out, index=False)
     record = {
         "kind": "expert_labels_draw", "run_dir": display_path(run_dir), "run_kind": kind,
         "source": source.name, "source_sha256": _sha256(source), "items": len(items), "n": int(n),
@@ -201,7 +202,7 @@ def sample_sheet(run_dir: str | Path, n: int, seed: int = 0, out: str | Path | N
         "numpy": np.__version__, "labels": PAIR_LABELS if kind == "pairwise" else PASS_LABELS,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"), "ids": ids,
     }
-    draw_path(out).write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n")
+    write_text_atomic(draw_path(out), json.dumps(record, indent=2, ensure_ascii=False) + "\n")
     return out
 
 

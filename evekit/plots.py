@@ -27,8 +27,9 @@ def save_figure(fig: Figure, path: str | Path, dpi: int = 120) -> Path:
     """Write `fig` as an image (format from the suffix), creating the folder."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=dpi, bbox_inches="tight")
-    return path
+    from evekit.atomic import save_figure_atomic
+
+    return save_figure_atomic(fig, path, dpi=dpi, bbox_inches="tight")
 
 
 def heatmap(matrix: pd.DataFrame, *, ax: Axes | None = None, title: str = "", xlabel: str = "",

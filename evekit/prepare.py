@@ -23,6 +23,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+from evekit.atomic import write_text_atomic
 from evekit.data import LOCAL_FORMATS, REPO_ROOT, _quiet_datasets, resolve_local
 
 __all__ = ["prepared_dir", "prepare", "read_manifest", "resolve_prepared", "prepared_eval_yaml", "EVE_DATASETS"]
@@ -170,7 +171,7 @@ def prepare(datasets: Iterable[str] = (), *, dest: str | os.PathLike[str] | None
             log(f"FAILED {dataset}: {entry['error']}")
         entry["prepared_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
         manifest["datasets"][dataset] = entry
-    (root / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    write_text_atomic(root / MANIFEST, json.dumps(manifest, indent=2) + "\n")
     return manifest
 
 

@@ -14,6 +14,8 @@ from typing import Any
 
 import pandas as pd
 
+from evekit.atomic import write_text_atomic  # noqa: F401 - its home is evekit.atomic; kept here for callers
+
 # How the tables a user reads show a value that does not apply or is missing (never None / NaN).
 MISSING = "\u2013"
 # Parameter names that could carry a secret if a user put one there by mistake.
@@ -31,23 +33,6 @@ def json_safe(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         return None
     return value
-
-
-def write_text_atomic(path: Path, text: str) -> Path:
-    """Write `text` to `path` through a temporary file in the same folder, renamed at the end: a crash
-    or a full disk leaves the old file or the new one, never half of one."""
-    import tempfile
-
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
 
 
 def public_params(params: dict[str, Any]) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from typing import Any, Mapping, Sequence
 
 import yaml
 
+from evekit.atomic import write_text_atomic
 from evekit.errors import ParameterError
 from evekit.paths import REPO_ROOT, safe_name
 from evekit.runs.params import files_checked
@@ -86,7 +87,7 @@ def init_files(out: Path, *, model: str, base_url: str, api_key_env: str | None 
 
     def write(name: str, kind: str, values: dict[str, Any], header: str, variant: str | None = None) -> None:
         path = out / name
-        path.write_text(_yaml_lines(kind, values, variant=variant, header=header), encoding="utf-8")
+        write_text_atomic(path, _yaml_lines(kind, values, variant=variant, header=header))
         written.append(path)
 
     if judges:

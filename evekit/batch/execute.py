@@ -13,12 +13,67 @@ from typing import Any
 
 from evekit.batch.html import render_html, warm_html_exporter
 from evekit.batch.kernels import forward_kernel_stderr, kernel_manager_class, start_kernel_server
+from evekit.batch.lock import RunFolderLock, locked_run_folders
 from evekit.batch.paramfiles import RunFile, check_param_files, read_run_file
 from evekit.batch.schedule import _run_scheduled, endpoint_limits, run_order, start_priority, waits_for
-from evekit.paths import REPO_ROOT, display_path, output_path, safe_name
-from evekit.runs.records import EXECUTION_ENV, RUN_RECORD, find_run_records
+from evekit.errors import EvekitError, OutputError, RunLockedError
+from evekit.paths import REPO_ROOT, display_path, output_path, resolve_path, safe_name
+from evekit.runs.records import (EXECUTION_ENV, RUN_RECORD, all_calls_failed, find_run_records, fingerprint,
+                                 write_attempt)
 from evekit.runs.tracked import BATCH_ENV, finish_tracking, open_tracking
 from evekit.tracking import describe
+
+# papermill saves the executed notebook as it goes (at each cell's start and end): through this scheme
+# each save is atomic (`evekit.atomic`), so a kill or a full disk leaves the last whole notebook.
+ATOMIC_SCHEME = "evekit-atomic:"
+_ATOMIC_REGISTERED = False
+
+def _register_atomic_notebooks() -> None:
+    """Teach papermill (its public I/O registry, `papermill.iorw.papermill_io`) the atomic scheme."""
+    from papermill.iorw import LocalHandler, papermill_io
+
+    from evekit.atomic import write_text_atomic
+
+    class AtomicLocalHandler(LocalHandler):
+        def write(self, buf: str, path: str) -> None:
+            write_text_atomic(path[len(ATOMIC_SCHEME):], buf)
+
+        def read(self, path: str) -> str:
+            return super().read(path[len(ATOMIC_SCHEME):])
+
+        def pretty_path(self, path: str) -> str:
+            return path[len(ATOMIC_SCHEME):]
+
+    global _ATOMIC_REGISTERED
+    if not _ATOMIC_REGISTERED:
+        papermill_io.register(ATOMIC_SCHEME, AtomicLocalHandler())
+        _ATOMIC_REGISTERED = True
+
+
+def input_files(run: RunFile) -> dict[str, str | None]:
+    """The files a run reads, each with its fingerprint (`runs.records.fingerprint`): the parameter
+    file and every parameter value that names an existing file (a dataset, a task file, answers
+    files, labels, a judge validation), as the notebook resolves it."""
+    found: dict[str, str | None] = {str(Path(run.path).resolve()): fingerprint(Path(run.path))}
+
+    def visit(value: Any) -> None:
+        if isinstance(value, dict):
+            for v in value.values():
+                visit(v)
+        elif isinstance(value, (list, tuple)):
+            for v in value:
+                visit(v)
+        elif isinstance(value, str) and value and "\0" not in value and len(value) < 4096:
+            try:
+                path = resolve_path(os.path.expandvars(value))
+                if path.is_file():
+                    found.setdefault(str(path.resolve()), fingerprint(path))
+            except (OSError, ValueError):
+                pass
+
+    visit(run.injected)
+    return found
+
 
 def saved_output_dirs(out_root: Path, execution: str) -> list[Path]:
     """Folders the execution `execution` saved, from the run.json records its save steps wrote.
@@ -104,8 +159,6 @@ def run_one(params_file: Path | RunFile, notebooks_dir: Path, server_url: str | 
     `env` is added to the kernel's environment; `kernel_server` (`evekit.batch.kernels.KernelServer`)
     forks the kernel instead of starting a new interpreter.
     """
-    import papermill as pm
-
     run = params_file if isinstance(params_file, RunFile) else read_run_file(
         Path(params_file), notebooks_dir, server_url, output_dir=output_dir, check_files=False)
     notebook = Path(notebooks_dir) / f"{run.notebook}.ipynb"
@@ -113,10 +166,23 @@ def run_one(params_file: Path | RunFile, notebooks_dir: Path, server_url: str | 
     out_root = output_path(out_root)
     # The run folder's name is made safe like every folder name: no `..`, no `/` (never outside output_dir).
     run_dir = out_root / safe_name(run.run_name)
+    with RunFolderLock(run_dir):
+        return _run_locked(run, notebook, out_root, run_dir, html, progress_every, prefix, env, kernel_server)
+
+
+def _run_locked(run: RunFile, notebook: Path, out_root: Path, run_dir: Path, html: bool, progress_every: float,
+                prefix: str, env: dict[str, str] | None, kernel_server: Any) -> tuple[bool, list[Path], Path]:
+    import papermill as pm
+    from datetime import datetime, timezone
+
+    _register_atomic_notebooks()
+    started = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    inputs = input_files(run)
     stem = run.path.stem
     executed = run_dir / "notebooks" / f"{stem}.ipynb"
     executed.parent.mkdir(parents=True, exist_ok=True)
     ok = True
+    reason: str | None = None
     # The kernel gets this environment variable; the records its save steps write carry it.
     execution = f"{stem}-{uuid.uuid4().hex[:12]}"
     kernel_env = {**(env or {}), EXECUTION_ENV: execution}
@@ -124,20 +190,28 @@ def run_one(params_file: Path | RunFile, notebooks_dir: Path, server_url: str | 
     os.close(fd)
     try:
         with ProgressReporter(stem, executed, progress_every, prefix):
-            pm.execute_notebook(str(notebook), str(executed), parameters=run.injected, cwd=os.getcwd(),
+            pm.execute_notebook(str(notebook), ATOMIC_SCHEME + str(executed), parameters=run.injected, cwd=os.getcwd(),
                                 kernel_name="python3", progress_bar=False, log_output=False,
                                 kernel_manager_class=kernel_manager_class(kernel_stderr, kernel_env,
                                                                           kernel_server))
     except Exception as exc:  # papermill has written the notebook with its error banner
         ok = False
         message = str(exc).strip().splitlines()
-        print(f"{prefix}  FAILED: {notebook.name} with {run.path}: {message[-1] if message else exc!r}",
-              file=sys.stderr)
+        reason = message[-1] if message else repr(exc)
+        print(f"{prefix}  FAILED: {notebook.name} with {run.path}: {reason}", file=sys.stderr)
     finally:
         with open(kernel_stderr, encoding="utf-8", errors="replace") as stream:
             forward_kernel_stderr(stream.read(), prefix=prefix)
         os.unlink(kernel_stderr)
     dirs = saved_output_dirs(out_root, execution)
+    status = "passed" if ok else "failed"
+    records, _ = find_run_records(out_root, execution=execution) if dirs else ([], [])
+    for record in records:
+        why = all_calls_failed(record)
+        if why:  # no result at all: never a report that reads like one, never exit 0
+            ok, status, reason = False, "all_failed", why
+            print(f"{prefix}  FAILED: {notebook.name} with {run.path}: {why}; "
+                  f"{display_path(record.dir)} has no score", file=sys.stderr)
     if ok and not dirs:
         print(f"{prefix}  note: {notebook.name} with {run.path} saved no outputs (no {RUN_RECORD} was written "
               f"under {display_path(out_root)}); its report goes to {display_path(run_dir / 'failed')}",
@@ -147,12 +221,21 @@ def run_one(params_file: Path | RunFile, notebooks_dir: Path, server_url: str | 
     track = run.params.tracking_config if run.kind is not None and run.params is not None else None
     group = (env or {}).get(BATCH_ENV) or os.environ.get(BATCH_ENV)
     sessions = {d: open_tracking(d, run.kind, track, out_root=out_root, group=group) for d in dirs} if track else {}
-    if html and executed.exists():
-        targets = dirs or [run_dir / "failed" / stem]
-        for d in targets:
-            render_html(executed, d / "report.html", params_file=run.path, record_dir=d if dirs else None)
+    try:
+        if html and executed.exists():
+            targets = dirs or [run_dir / "failed" / stem]
+            for d in targets:
+                render_html(executed, d / "report.html", params_file=run.path, record_dir=d if dirs else None)
+    except OutputError as exc:  # a full disk: one line naming the file; what was written stays
+        ok, status, reason = False, "failed", str(exc)
+        print(f"{prefix}  FAILED: {notebook.name} with {run.path}: {exc}", file=sys.stderr)
     for d, session in sessions.items():
         print(f"{prefix}  {describe(finish_tracking(d, session, d / 'report.html'))}", flush=True)
+    try:
+        write_attempt(run_dir, stem, execution=execution, status=status, params_file=run.path, inputs=inputs,
+                      started=started, dirs=dirs, reason=reason)
+    except OutputError as exc:
+        print(f"{prefix}  note: {exc}", file=sys.stderr)
     return ok, dirs, run_dir
 
 
@@ -166,6 +249,9 @@ def _run_file(f: RunFile, nb_dir: Path, server_url: str | None, output_dir: str 
     try:
         ok, dirs, run_dir = run_one(f, nb_dir, server_url, output_dir, html, progress_every, prefix, env,
                                     kernel_server)
+    except EvekitError as exc:  # a message that says what to do: no traceback
+        ok, dirs = False, []
+        print(f"{prefix}  FAILED: {f.path}: {exc}", file=sys.stderr)
     except Exception as exc:
         ok, dirs = False, []
         print(f"{prefix}  FAILED: {f.path}: {exc}", file=sys.stderr)
@@ -203,12 +289,7 @@ def run_batch(param_files: list[str], *, serve: bool = False, output_dir: str | 
     (`waits_for`) have finished. Kernels are forked from a warm kernel server (`evekit.kernels`)
     unless `fresh_kernels` (or EVEKIT_FRESH_KERNELS=1) asks for a new interpreter each.
     """
-    import shutil
-
     import papermill  # noqa: F401  (imported here, once: notebooks started in threads would import it together)
-
-    from evekit.batch.index import write_index
-    from evekit.endpoints import limit_environment
 
     if int(jobs) < 1:
         raise ValueError(f"jobs must be >= 1, got {jobs}")
@@ -223,6 +304,27 @@ def run_batch(param_files: list[str], *, serve: bool = False, output_dir: str | 
             print(f"evekit run: {problem}", file=sys.stderr)
         print(f"evekit run: nothing was run ({len(problems)} problem(s) in the parameter files)", file=sys.stderr)
         return 2
+    # One evekit run at a time per run folder: taken before anything starts, held to the end.
+    folders = [output_path(Path(f.output_dir)) / safe_name(f.run_name)
+               for f in (read_run_file(p, nb_dir, check_url, output_dir=output_dir, check_files=False) for p in paths)]
+    try:
+        with locked_run_folders(folders):
+            return _run_batch_locked(paths, nb_dir, serve, check_url, output_dir, html, progress_every, jobs,
+                                     fresh_kernels, track)
+    except RunLockedError as exc:
+        print(f"evekit run: {exc}", file=sys.stderr)
+        print("evekit run: nothing was run", file=sys.stderr)
+        return 2
+
+
+def _run_batch_locked(paths: list[Path], nb_dir: Path, serve: bool, check_url: str | None, output_dir: str | None,
+                      html: bool, progress_every: float, jobs: int, fresh_kernels: bool,
+                      track: str | None = None) -> int:
+    import shutil
+
+    from evekit.batch.index import write_index
+    from evekit.endpoints import limit_environment
+
     server = None
     failed: list[str] = []
     run_dirs: set[Path] = set()
@@ -281,7 +383,12 @@ def run_batch(param_files: list[str], *, serve: bool = False, output_dir: str | 
         if slots_dir is not None:
             shutil.rmtree(slots_dir, ignore_errors=True)
     for run_dir in sorted(run_dirs):
-        index = write_index(run_dir, batch_runs=sorted(run_dirs))
+        try:
+            index = write_index(run_dir, batch_runs=sorted(run_dirs))
+        except OutputError as exc:  # a full disk: the earlier index stays
+            print(f"evekit run: {exc}", file=sys.stderr)
+            failed.append(f"index of {run_dir}")
+            continue
         print(f"index: {index}")
     print(f"{len(paths) - len(failed)} of {len(paths)} notebooks passed in "
           f"{time.monotonic() - started:.0f} s")

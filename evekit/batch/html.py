@@ -8,6 +8,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from evekit.atomic import write_text_atomic
 from evekit.batch.paramfiles import notebook_name
 from evekit.paths import display_path
 from evekit.report import markdown_text
@@ -126,7 +127,7 @@ def render_html(executed_notebook: Path, html_path: Path, *, params_file: Path |
     nb.cells.insert(0, new_markdown_cell("\n".join(lines)))
     body, _ = report_exporter().from_notebook_node(nb, resources={"metadata": {"name": title}})
     html_path.parent.mkdir(parents=True, exist_ok=True)
-    html_path.write_text(body, encoding="utf-8")
+    write_text_atomic(html_path, body)
 
 
 def report_exporter() -> Any:

@@ -17,7 +17,7 @@ from evekit.cards import flags_text
 from evekit.demo import DEMO_MODEL_NOTE, demo_judge_note, demo_judges, is_demo_model
 from evekit.glossary import entry, glossary_html
 from evekit.report import write_text_atomic
-from evekit.runs.records import RunRecord, find_run_records
+from evekit.runs.records import RunRecord, all_calls_failed, find_run_records, stale_reasons
 from evekit.runs.registry import KINDS
 from evekit.tracking import describe
 
@@ -88,6 +88,26 @@ def _tracked(record: RunRecord) -> str:
     return f' · <span class="tracked" title="{html.escape(text)}">{html.escape(label)}</span>'
 
 
+def _status_mark(record: RunRecord, stale: dict[Path, str]) -> str:
+    """The marks of a run whose number is not a current result: every call failed (no score), or
+    stale (`runs.records.stale_reason`: a later attempt failed or wrote elsewhere, inputs changed)."""
+    marks = []
+    failed = all_calls_failed(record)
+    if failed:
+        marks.append(f'<strong class="allfailed" title="{html.escape(failed)}">ALL CALLS FAILED: '
+                     f"{html.escape(failed)}</strong>")
+    why = stale.get(record.dir)
+    if why:
+        marks.append(f'<span class="stale" title="{html.escape(why)}">\u23f3 {html.escape(why)}</span>')
+    return " ".join(marks)
+
+
+def _marked_card(card: str, record: RunRecord, stale: dict[Path, str]) -> str:
+    """A run's verdict in words, with why it is not current when it is not."""
+    why = all_calls_failed(record) or stale.get(record.dir)
+    return f"{card} [{why}]" if card and why else card
+
+
 def write_index(run_dir: Path, batch_runs: "list[Path] | tuple[Path, ...]" = ()) -> Path:
     """`<run_dir>/index.html`; `failed/` holds the batch runner's reports of notebooks that failed.
     `batch_runs`: the run folders of the same `evekit run` (this one may be among them); the index
@@ -97,6 +117,7 @@ def write_index(run_dir: Path, batch_runs: "list[Path] | tuple[Path, ...]" = ())
     models: set[str] = set()
     judges: set[str] = set()  # judges that are the demo model, behind any judged score of the run
     records, unreadable = find_run_records(run_dir)
+    stale = stale_reasons(run_dir, records)
     rows = [f"<tr><td colspan='8'>unreadable: {html.escape(str(p.relative_to(run_dir)))}</td></tr>"
             for p in unreadable]
     extra = []
@@ -133,24 +154,28 @@ def write_index(run_dir: Path, batch_runs: "list[Path] | tuple[Path, ...]" = ())
                 return None
 
             cells = [_cell(c, row.flags if i == VALUE_CELL else (), link_of(i, c)) for i, c in enumerate(row.cells)]
+            mark = _status_mark(record, stale)
+            if mark:
+                cells[VALUE_CELL] = cells[VALUE_CELL][:-len("</td>")] + f" {mark}</td>"
             term = entry(row.cells[METRIC_CELL])
             if term:  # the metric's name links to its definition
                 cells[METRIC_CELL] = (f'<td><a href="#g-{html.escape(term)}">{html.escape(row.cells[METRIC_CELL])}'
                                       '</a></td>')
             rows.append("<tr>" + "".join(cells) + f"<td>{link}</td></tr>")
-            card = kind.card(record)
+            card = _marked_card(kind.card(record), record, stale)
             if card:
                 cards.append(f"<li>{html.escape(card)}</li>")
             continue
         label = kind.label(record)
         note = kind.headline(record)
-        card = kind.card(record)
+        card = _marked_card(kind.card(record), record, stale)
         if card:
             cards.append(f"<li>{html.escape(card)}</li>")
         target = f'<a href="{href}">{html.escape(label)}</a>' if report.exists() else f"{html.escape(label)} (no report)"
         # A kind without a headline (the summary) has no number to link: no empty link.
+        mark = _status_mark(record, stale)
         extra.append(f"<li>{target} {_linked(note, href + METRICS_ANCHOR if report.exists() and note else None)}"
-                     f"{_tracked(record)}</li>")
+                     f"{_tracked(record)}{' ' + mark if mark else ''}</li>")
     for report in sorted(run_dir.glob("failed/*/report.html")):
         rel = report.relative_to(run_dir)
         extra.append(f'<li><a href="{html.escape(rel.as_posix())}">FAILED: {html.escape(rel.parts[1])}</a></li>')
@@ -162,7 +187,7 @@ def write_index(run_dir: Path, batch_runs: "list[Path] | tuple[Path, ...]" = ())
 <style>body{{font-family:sans-serif;margin:2em;max-width:90em}}table{{border-collapse:collapse}}
 td:nth-child(4){{white-space:nowrap}}
 td,th{{border:1px solid #ccc;padding:.3em .6em;text-align:left}}th{{background:#eee}}
-.flag{{color:#b35900;font-weight:bold;cursor:help}}ul.cards li{{margin:.3em 0}}</style></head>
+.flag{{color:#b35900;font-weight:bold;cursor:help}}.stale{{color:#8a6d00}}.allfailed{{color:#b00}}ul.cards li{{margin:.3em 0}}</style></head>
 <body><h1>evekit run <code>{html.escape(name)}</code></h1>
 {"<h2>In words</h2><ul class='cards'>" + "".join(cards) + "</ul>" if cards else ""}
 <p>Headline metric per task with its 95% confidence interval; <em>n</em>: the items behind that metric

@@ -13,6 +13,7 @@ of expanding into gigabytes.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,7 @@ from evekit.runs.params import Params, files_checked
 from evekit.runs.registry import notebooks as kind_notebooks
 
 __all__ = ["SERVER_URL_PLACEHOLDER", "RunFile", "notebook_name", "load_params", "read_run_file", "check_param_files",
-           "MAX_BYTES", "MAX_ALIASES", "MAX_DEPTH"]
+           "MAX_BYTES", "MAX_ALIASES", "MAX_DEPTH", "MAX_NODES"]
 
 SERVER_URL_PLACEHOLDER = "${EVEKIT_SERVER_URL}"
 # Limits of a parameter file: far above any real one (the demo's largest is about 1.5 KB, with no
@@ -33,6 +34,8 @@ SERVER_URL_PLACEHOLDER = "${EVEKIT_SERVER_URL}"
 MAX_BYTES = 1_000_000
 MAX_ALIASES = 100
 MAX_DEPTH = 20
+# Values once aliases are expanded: 73 aliases nine deep stand for 387 million list items.
+MAX_NODES = 100_000
 
 
 def notebook_name(params_file: Path) -> str:
@@ -60,6 +63,23 @@ class _LimitedLoader(yaml.SafeLoader):
             return super().compose_node(parent, index)
         finally:
             self._depth -= 1
+
+    def construct_document(self, node: Any) -> Any:  # noqa: D401 - yaml's hook
+        sizes: dict[int, int] = {}
+
+        def size(n: Any) -> int:  # the values `n` stands for once every alias is expanded
+            if id(n) not in sizes:
+                sizes[id(n)] = 1  # a cycle counts once (and is not followed again)
+                if isinstance(n, yaml.SequenceNode):
+                    sizes[id(n)] = 1 + sum(size(c) for c in n.value)
+                elif isinstance(n, yaml.MappingNode):
+                    sizes[id(n)] = 1 + sum(size(k) + size(v) for k, v in n.value)
+            return sizes[id(n)]
+
+        if size(node) > MAX_NODES:
+            raise yaml.YAMLError(f"its aliases (*name) expand to {size(node):,} values, more than {MAX_NODES:,}: "
+                                 "refused, a parameter file needs no aliases")
+        return super().construct_document(node)
 
 
 def _substitute(value: Any, server_url: str | None) -> Any:
@@ -95,7 +115,76 @@ def load_params(path: Path, server_url: str | None = None) -> dict[str, Any]:
     if not isinstance(params, dict):
         raise ParameterError(f"{path}: expected a mapping of parameter names to values, got a "
                              f"{type(params).__name__}")
-    return _substitute(params, server_url)
+    try:
+        params = _substitute(params, server_url)
+    except ParameterError as exc:  # name the file (and the field: the first one that uses it)
+        field = next(iter(_fields_using(params, SERVER_URL_PLACEHOLDER)), "")
+        raise ParameterError(f"{path}: {field + ': ' if field else ''}{exc}") from None
+    _check_environment_refs(params, path)
+    return params
+
+
+_ENV_REF = re.compile(r"\$\{([^}]*)\}")
+
+
+def _fields_using(value: Any, text: str, where: str = "") -> list[str]:
+    """The fields (`judges[0].base_url`) whose value contains `text`."""
+    if isinstance(value, dict):
+        return [f for k, v in value.items() for f in _fields_using(v, text, f"{where}.{k}" if where else str(k))]
+    if isinstance(value, list):
+        return [f for i, v in enumerate(value) for f in _fields_using(v, text, f"{where}[{i}]")]
+    return [where] if isinstance(value, str) and text in value else []
+
+
+def _check_environment_refs(value: Any, path: Path, where: str = "") -> None:
+    """Every `${NAME}` left in a value must name a set environment variable: an unset one is a
+    ParameterError naming the file and the field now, not a failure inside the kernel later."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            _check_environment_refs(v, path, f"{where}.{k}" if where else str(k))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            _check_environment_refs(v, path, f"{where}[{i}]")
+    elif isinstance(value, str):
+        for name in _ENV_REF.findall(value):
+            if not name or name not in os.environ:
+                raise ParameterError(f"{path}: {where}: ${{{name}}} names an environment variable that is not set "
+                                     f"(export {name or 'NAME'}=... before evekit run)")
+
+
+def _check_urls(value: Any, path: Path, where: str = "") -> None:
+    """A credential in any `base_url` (the model's, a judge's), as written or as the environment
+    completes it, is refused before papermill writes the parameters into a notebook."""
+    from evekit.endpoints import url_credentials_problem
+
+    if isinstance(value, dict):
+        for k, v in value.items():
+            _check_urls(v, path, f"{where}.{k}" if where else str(k))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            _check_urls(v, path, f"{where}[{i}]")
+    elif isinstance(value, str) and where.rsplit(".", 1)[-1] == "base_url":
+        for url in (value, os.path.expandvars(value)):
+            problem = url_credentials_problem(url, where)
+            if problem:
+                raise ParameterError(f"{path}: {problem}")
+
+
+def check_run_name(run_name: Any, output_dir: Any, path: Path) -> None:
+    """A run name is one folder inside output_dir: `..`, an absolute path or a control character
+    (NUL above all) is refused with the file named; output_dir may not hold NUL or control characters."""
+    name = str(run_name)
+    if not name.strip() or name != name.strip():
+        raise ParameterError(f"{path}: run_name {name!r}: must be a folder name without leading or trailing spaces")
+    if any(ord(c) < 32 or ord(c) == 127 for c in name):
+        raise ParameterError(f"{path}: run_name {name!r}: control characters (NUL, newline, ...) are not allowed")
+    parts = name.replace("\\", "/").split("/")
+    if name.startswith(("/", "\\", "~")) or ".." in parts or "." in parts:
+        raise ParameterError(f"{path}: run_name {name!r} would leave output_dir (an absolute path, `~`, `.` or "
+                             "`..`): a run name is one folder inside output_dir; set output_dir for another place")
+    out = str(output_dir)
+    if any(ord(c) < 32 or ord(c) == 127 for c in out):
+        raise ParameterError(f"{path}: output_dir {out!r}: control characters (NUL, newline, ...) are not allowed")
 
 
 @dataclass
@@ -159,6 +248,7 @@ def read_run_file(path: Path, notebooks_dir: Path, server_url: str | None = None
         raise ParameterError(f"{path}: no notebook {name!r} (a parameter file is named <notebook>[.<variant>].yaml; "
                              f"notebooks: {', '.join(available)})")
     values = load_params(path, server_url)
+    _check_urls(values, path)
     if output_dir is not None:
         values["output_dir"] = output_dir
     kind = kind_notebooks().get(name)
@@ -167,7 +257,9 @@ def read_run_file(path: Path, notebooks_dir: Path, server_url: str | None = None
         problem = unknown_names(values, defaults)
         if problem:
             raise ParameterError(f"{path}: notebook {name}: {problem}")
-        return RunFile(path, name, None, values, injected=dict(values), defaults=defaults)
+        run = RunFile(path, name, None, values, injected=dict(values), defaults=defaults)
+        check_run_name(run.run_name, run.output_dir, path)
+        return run
     variant = kind.variant(name)
     try:
         with files_checked(check_files):
@@ -176,7 +268,9 @@ def read_run_file(path: Path, notebooks_dir: Path, server_url: str | None = None
         raise ParameterError(f"{path}: {exc}") from None
     own = {f.name for f in kind.params.parameters(variant)}
     injected = {k: v for k, v in params.as_run_values().items() if k in own}
-    return RunFile(path, name, kind, values, params, injected)
+    run = RunFile(path, name, kind, values, params, injected)
+    check_run_name(run.run_name, run.output_dir, path)
+    return run
 
 
 def check_param_files(files: list[Path], notebooks_dir: Path, server_url: str | None = "http://server.invalid",

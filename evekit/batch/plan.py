@@ -41,6 +41,7 @@ from typing import Any, Iterable, Sequence
 import pandas as pd
 import yaml
 
+from evekit.atomic import write_csv_atomic
 from evekit.batch.paramfiles import SERVER_URL_PLACEHOLDER, check_param_files, load_params, read_run_file
 from evekit.runs.params import files_checked
 from evekit.runs.registry import KINDS
@@ -497,6 +498,6 @@ def main(param_files: Sequence[str], *, out: str | None = None, prices: str | No
           "completion tokens are bounded by max_tokens, so cost_usd_max is an upper bound")
     path = Path(out) if out else default_plan_path(plans)
     path.parent.mkdir(parents=True, exist_ok=True)
-    table.to_csv(path, index=False)
+    write_csv_atomic(table, path, index=False)
     print(f"plan written to {display_path(path)}")
     return 0

@@ -19,7 +19,8 @@ from evekit.report import json_safe, write_text_atomic
 from evekit.runs.kind import RunKind
 
 __all__ = ["RUN_RECORD", "RUN_RECORD_SCHEMA", "EXECUTION_ENV", "RunRecord", "write_run_record", "read_run_record",
-           "update_run_record", "find_run_records"]
+           "update_run_record", "find_run_records", "calls_outcome", "all_calls_failed", "ATTEMPTS_DIR", "fingerprint",
+           "write_attempt", "read_attempts", "stale_reason", "stale_reasons"]
 
 RUN_RECORD = "run.json"
 RUN_RECORD_SCHEMA = "evekit.run/1"
@@ -80,6 +81,41 @@ def update_run_record(out_dir: Path, **fields: Any) -> Path:
     return path
 
 
+def calls_outcome(what: str, n: int, failed: int | None = None, errors: Any = ()) -> dict[str, Any]:
+    """One group of a run's model calls for run.json's `calls` (a list of these): `what` they were
+    ("model calls", "judge calls"), how many calls were needed (`n`), how many got no answer at all
+    (`failed`: an HTTP error, a timeout, an endpoint that stopped answering; None: counted from
+    `errors` as the judges word them, so a reply that came but held no verdict is not a failed
+    call), and the first such error (the reason to show when every one failed)."""
+    errors = [str(e) for e in errors if e is not None and str(e) and str(e) != "nan"]
+    if failed is None:
+        errors = [e for e in errors if _is_call_failure(e)]
+        failed = len(errors)
+    return {"what": what, "n": int(n), "failed": int(failed), "error": errors[0] if errors else None}
+
+
+def _is_call_failure(error: str) -> bool:
+    from evekit.judges.verdicts import abstention_reason
+
+    return abstention_reason(error) in ("call failed", "judge endpoint unusable")
+
+
+def all_calls_failed(record: RunRecord) -> str | None:
+    """Why the run has no result at all when every call of one of its groups failed ("every model
+    call failed (12 of 12 items): HTTP 500 from ..."), else None. Such a run shows no score: `evekit
+    run` exits non-zero and the index marks it."""
+    for group in record.details.get("calls") or []:
+        try:
+            n, failed = int(group.get("n") or 0), int(group.get("failed") or 0)
+        except (TypeError, ValueError, AttributeError):
+            continue
+        if n > 0 and failed >= n:
+            what = str(group.get("what") or "calls")
+            error = group.get("error")
+            return f"every one of its {what} failed ({failed} of {n})" + (f": {error}" if error else "")
+    return None
+
+
 def read_run_record(path: Path) -> RunRecord:
     """Parse one run.json; ValueError names the file when it is not a record."""
     path = Path(path)
@@ -109,3 +145,93 @@ def find_run_records(root: Path, *, execution: str | None = None) -> tuple[list[
         if execution is None or record.execution == execution:
             records.append(record)
     return records, unreadable
+
+
+# -- attempts and stale results --------------------------------------------------------------------
+# `evekit run` leaves, per parameter file, a record of its latest attempt in the run folder
+# (`<run folder>/.evekit-attempts/<file stem>.json`): the execution id, passed or failed, when, and a
+# fingerprint of each input file it read (the parameter file, a local dataset, answers files, labels).
+# A result whose execution is not its file's latest attempt, or whose inputs changed since, is stale:
+# the index and the summary say so beside its number.
+ATTEMPTS_DIR = ".evekit-attempts"
+_HASH_LIMIT = 64 * 1024 * 1024  # larger inputs are fingerprinted by size and modification time
+
+
+def fingerprint(path: Path) -> str | None:
+    """The content of a file as a short string (sha256, or size and mtime for a file above 64 MB);
+    None when it cannot be read."""
+    import hashlib
+
+    try:
+        st = Path(path).stat()
+        if st.st_size > _HASH_LIMIT:
+            return f"size={st.st_size},mtime={st.st_mtime_ns}"
+        return "sha256:" + hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+def _stem_of(execution: str | None) -> str | None:
+    return execution.rsplit("-", 1)[0] if execution and "-" in execution else None
+
+
+def write_attempt(run_dir: Path, stem: str, *, execution: str, status: str, params_file: Path,
+                  inputs: dict[str, str | None], started: str, dirs: list[Path] = (), reason: str | None = None
+                  ) -> Path:
+    """Record the latest attempt of parameter file `stem` in `run_dir` (see above)."""
+    record = {"execution": execution, "status": status, "params_file": str(params_file), "started": started,
+              "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"), "inputs": inputs,
+              "dirs": [display_path(d) for d in dirs], "reason": reason}
+    path = Path(run_dir) / ATTEMPTS_DIR / f"{stem}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return write_text_atomic(path, json.dumps(json_safe(record), indent=2, ensure_ascii=False) + "\n")
+
+
+def read_attempts(run_dir: Path) -> dict[str, dict[str, Any]]:
+    """The latest attempt of each parameter file of `run_dir` (by file stem); unreadable ones left out."""
+    out = {}
+    for path in sorted((Path(run_dir) / ATTEMPTS_DIR).glob("*.json")):
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict):
+            out[path.stem] = data
+    return out
+
+
+def stale_reason(record: RunRecord, attempts: dict[str, dict[str, Any]]) -> str | None:
+    """Why `record`'s result is no longer what its parameter file gives ("stale: from <time>; ..."),
+    or None when it is current (or was not written by `evekit run`)."""
+    stem = _stem_of(record.execution)
+    attempt = attempts.get(stem) if stem else None
+    if not attempt:
+        return None
+    source = Path(str(attempt.get("params_file") or stem)).name
+    if attempt.get("execution") != record.execution:
+        when = attempt.get("finished") or "later"
+        if attempt.get("status") == "passed":
+            return (f"stale: from {record.created}, other parameters; the latest run of {source} ({when}) "
+                    "did not write this folder")
+        why = f": {attempt['reason']}" if attempt.get("reason") else ""
+        return f"stale: from {record.created}, other parameters; the latest run of {source} ({when}) failed{why}"
+    if attempt.get("status") != "passed":
+        why = f": {attempt['reason']}" if attempt.get("reason") else ""
+        return f"incomplete: the run of {source} that wrote this ({attempt.get('finished')}) failed{why}"
+    changed = [Path(p).name for p, print_ in (attempt.get("inputs") or {}).items() if fingerprint(Path(p)) != print_]
+    if changed:
+        return f"stale: from {record.created}; changed since: {', '.join(sorted(changed))}"
+    return None
+
+
+def stale_reasons(run_dir: Path, records: list[RunRecord]) -> dict[Path, str]:
+    """`stale_reason` of each record of `run_dir` that is stale, by its folder."""
+    attempts = read_attempts(run_dir)
+    if not attempts:
+        return {}
+    out = {}
+    for record in records:
+        why = stale_reason(record, attempts)
+        if why:
+            out[record.dir] = why
+    return out

@@ -15,6 +15,7 @@ The statistics are `evekit.judges.validation`; this module is the notebook's sto
 """
 from __future__ import annotations
 
+from evekit.atomic import write_csv_atomic
 import json
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,7 @@ from evekit.report import MISSING, json_safe, shown, write_text_atomic
 from evekit.runs.base import NotebookRun
 from evekit.runs.judge_validation.kind import KIND
 from evekit.runs.judge_validation.params import ValidationParams
-from evekit.runs.records import write_run_record
+from evekit.runs.records import calls_outcome, write_run_record
 from evekit.demo import demo_judge_note
 
 __all__ = ["ValidationRun"]
@@ -279,10 +280,10 @@ class ValidationRun(NotebookRun):
         c = self.config
         d = c.run_dir / KIND.name / safe_name(c.judge_kind)
         d.mkdir(parents=True, exist_ok=True)
-        self.results.to_csv(d / "judge_validation.csv", index=False)
-        self.cases.to_csv(d / "per_case.csv", index=False)
+        write_csv_atomic(self.results, d / "judge_validation.csv", index=False)
+        write_csv_atomic(self.cases, d / "per_case.csv", index=False)
         verdicts = self._verdicts_table(judged)
-        verdicts.to_csv(d / "verdicts.csv", index=False)
+        write_csv_atomic(verdicts, d / "verdicts.csv", index=False)
         if not self.figures:
             self.plots()
         for name, fig in self.figures.items():
@@ -302,8 +303,11 @@ class ValidationRun(NotebookRun):
             "params": c.as_dict(),
         }
         write_text_atomic(d / "results.json", json.dumps(json_safe(record), indent=2, ensure_ascii=False) + "\n")
+        given = pd.concat([judged[f"judge_{n}"] for n in self.judge_names]) if self.judge_names else pd.Series([])
+        errors = [e for n in self.judge_names for e in judged[f"judge_{n}_error"]]
         write_run_record(d, kind=KIND, notebook=KIND.notebooks[0], run_name=c.run_name,
-                         judge_kind=c.judge_kind, judges=self.judge_names)
+                         judge_kind=c.judge_kind, judges=self.judge_names,
+                         calls=[calls_outcome("judge calls", len(given), errors=errors)])
         print(f"Saved outputs to {display_path(d)}")
         return d
 

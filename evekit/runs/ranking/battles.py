@@ -20,7 +20,7 @@ import pandas as pd
 from evekit.errors import DataError
 from evekit.judges import JudgePanel, PairCase
 from evekit.ranking import judge_call_count, sample_pairs
-from evekit.runs.win_rate.matching import ModelSpec, normalize_ws, read_answers
+from evekit.runs.win_rate.matching import ModelSpec, item_keys, normalize_ws, read_answers
 
 __all__ = ["BATTLE_COLUMNS", "Matched", "match_models", "plan_pairs", "call_plan", "judge_battles"]
 
@@ -42,16 +42,20 @@ class Matched:
 
 
 def match_models(specs: Sequence[ModelSpec], *, limit: int | None = None) -> Matched:
-    """Match the models' rows by question (whitespace-normalised; a question asked twice in a file
-    is matched by occurrence). A question is kept when at least two models have a usable answer
+    """Match the models' rows by item (`matching.item_keys`: the question, its documents, and where
+    it repeats its reference answer and doc_id; never the row's position). A question is kept when at least two models have a usable answer
     (a failed generation is the infrastructure's, so that model sits this question out); `limit`
     keeps the first N kept questions in the first file's order. Everything left out is listed in
     `left_out` with the reason."""
     frames, read, left = {}, [], []
     for s in specs:
-        df = read_answers(s.file)
-        df["occ"] = df.groupby("key").cumcount()
-        frames[s.name] = df
+        frames[s.name] = read_answers(s.file)
+    try:
+        item_keys(frames)
+    except ValueError as exc:
+        raise DataError(str(exc)) from None
+    for s in specs:
+        df = frames[s.name]
         bad = df[df["failed"]]
         read.append({"model": s.name, "file": s.file, "rows": len(df), "usable": int((~df["failed"]).sum()),
                      "failed_generation": len(bad)})

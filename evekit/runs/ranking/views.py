@@ -8,11 +8,12 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 import pandas as pd
 
+from evekit.atomic import write_csv_atomic, write_text_atomic
 from evekit import ranking as R
 from evekit.paths import display_path
 from evekit.report import json_safe
 from evekit.runs.ranking.kind import KIND
-from evekit.runs.records import write_run_record
+from evekit.runs.records import calls_outcome, write_run_record
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -171,15 +172,18 @@ def save_outputs(out_dir: Path, *, battles: pd.DataFrame, ratings: pd.DataFrame,
     from evekit import plots
 
     out_dir.mkdir(parents=True, exist_ok=True)
-    battles.to_csv(out_dir / "battles.csv", index=False)
-    ratings.to_csv(out_dir / "ratings.csv", index=False)
+    write_csv_atomic(battles, out_dir / "battles.csv", index=False)
+    write_csv_atomic(ratings, out_dir / "ratings.csv", index=False)
     for name, table in extra_tables.items():
-        table.to_csv(out_dir / name, index=False)
+        write_csv_atomic(table, out_dir / name, index=False)
     for name, make in PLOTS.items():
         fig = make(ratings)
         plots.save_figure(fig, out_dir / name)
         plt.close(fig)
-    (out_dir / "results.json").write_text(json.dumps(json_safe(record), indent=2, ensure_ascii=False) + "\n")
-    write_run_record(out_dir, kind=KIND, notebook=KIND.notebooks[0], run_name=run_name, task=task, models=list(models))
+    write_text_atomic(out_dir / "results.json", json.dumps(json_safe(record), indent=2, ensure_ascii=False) + "\n")
+    undecided = battles["winner"].isna() | (battles["winner"].astype(str) == "") if "winner" in battles else ()
+    errors = battles["error"][undecided] if "error" in battles and len(battles) else ()
+    write_run_record(out_dir, kind=KIND, notebook=KIND.notebooks[0], run_name=run_name, task=task, models=list(models),
+                     calls=[calls_outcome("judge calls", len(battles), errors=errors)])
     print(f"Saved outputs to {display_path(out_dir)}")
     return out_dir

@@ -11,12 +11,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from evekit.atomic import save_figure_atomic, write_csv_atomic
 from evekit import stats
 from evekit.cards import MARK, comparison_card, comparisons_card
 from evekit.paths import safe_name
 from evekit.report import format_metric
 from evekit.runs.ranking.kind import KIND as RANKING
-from evekit.runs.records import RUN_RECORD, read_run_record, write_run_record
+from evekit.runs.records import RUN_RECORD, all_calls_failed, read_attempts, read_run_record, stale_reason, write_run_record
 from evekit.runs.summary.kind import KIND
 from evekit.runs.task.kind import KIND as TASK, headline_flags
 from evekit.runs.task.results import headline
@@ -35,6 +36,7 @@ class Entry:
     task: str
     results: dict[str, Any]
     folder: Path
+    stale: str = ""  # why this result is not current (runs.records.stale_reason, every call failed)
 
     @property
     def label(self) -> str:
@@ -46,14 +48,26 @@ def collect(output_dir: Path, runs: list[str]) -> list[Entry]:
     folder is its name made safe, as the notebooks write it)."""
     entries = []
     for run in runs:
+        attempts = read_attempts(Path(output_dir) / safe_name(run))
         for res_file in sorted((Path(output_dir) / safe_name(run)).glob("*/*/results.json")):
             if _kind(res_file.parent) not in (None, TASK.name):
                 continue  # a ranking's results.json (outputs/<run>/ranking/<task>/) is not a task result
             res = json.loads(res_file.read_text())
             if res.get("kind") not in (None, TASK.name) or "model" not in res or "task" not in res:
                 continue  # outputs/<run>/judge_validation/<kind>/: judges measured, no model result
-            entries.append(Entry(run, res["model"], res["task"], res, res_file.parent))
+            entries.append(Entry(run, res["model"], res["task"], res, res_file.parent,
+                                 _not_current(res_file.parent, attempts)))
     return entries
+
+
+def _not_current(folder: Path, attempts: dict[str, dict[str, Any]]) -> str:
+    """Why a result is not a current one ("" when it is): every call failed, or stale
+    (`runs.records.stale_reason`)."""
+    try:
+        record = read_run_record(folder / RUN_RECORD)
+    except (OSError, ValueError):
+        return ""
+    return all_calls_failed(record) or stale_reason(record, attempts) or ""
 
 
 def _kind(folder: Path) -> str | None:
@@ -130,6 +144,7 @@ def leaderboard(entries: list[Entry]) -> pd.DataFrame:
             # why the number is not to be read at face value (cards.judge_flags): the CSV column
             "trust": ", ".join(f.kind for f in headline_flags(e.results)),
             "design": design_label(e.results),
+            "stale": e.stale,
         })
     return pd.DataFrame(rows)
 
@@ -156,7 +171,8 @@ def leaderboard_wide(board: pd.DataFrame) -> pd.DataFrame:
         return board
     cell = board.apply(lambda r: format_metric(None if pd.isna(r["value"]) else r.to_dict())
                        + (f" ({r['design']})" if r.get("design") else "")
-                       + (f" {MARK} {r['trust']}" if r.get("trust") else ""), axis=1)
+                       + (f" {MARK} {r['trust']}" if r.get("trust") else "")
+                       + (f" ({r['stale']})" if r.get("stale") else ""), axis=1)
     wide = board.assign(cell=cell).pivot_table(index="model", columns="task", values="cell", aggfunc="first")
     return wide.fillna("–")
 
@@ -361,14 +377,14 @@ def save_summary(out_dir: Path, board: pd.DataFrame, tests: pd.DataFrame, usage:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     files = ["leaderboard.csv", "paired_tests.csv", "usage.csv"]
-    board.to_csv(out_dir / "leaderboard.csv", index=False)
-    tests.to_csv(out_dir / "paired_tests.csv", index=False)
-    usage.to_csv(out_dir / "usage.csv", index=False)
+    write_csv_atomic(board, out_dir / "leaderboard.csv", index=False)
+    write_csv_atomic(tests, out_dir / "paired_tests.csv", index=False)
+    write_csv_atomic(usage, out_dir / "usage.csv", index=False)
     if detectable is not None:
-        detectable.to_csv(out_dir / "detectable_differences.csv", index=False)
+        write_csv_atomic(detectable, out_dir / "detectable_differences.csv", index=False)
         files.append("detectable_differences.csv")
     if figure is not None:
-        figure.savefig(out_dir / "leaderboard.png", dpi=110, bbox_inches="tight")
+        save_figure_atomic(figure, out_dir / "leaderboard.png", dpi=110, bbox_inches="tight")
         files.append("leaderboard.png")
     write_run_record(out_dir, kind=KIND, notebook=KIND.notebooks[0], run_name=run_name or out_dir.parent.name,
                      files=files)

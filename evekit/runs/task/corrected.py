@@ -23,6 +23,7 @@ from typing import Any, Sequence
 import pandas as pd
 
 from evekit import correction, labels
+from evekit.atomic import write_csv_atomic, write_text_atomic
 from evekit.errors import DataError
 from evekit.paths import display_path
 
@@ -41,8 +42,8 @@ def verdict_metrics(judge_names: Sequence[str]) -> dict[str, str]:
 
 
 def _scratch_run(samples: pd.DataFrame, group_by: str | None, folder: Path) -> Path:
-    samples.to_csv(folder / "samples.csv", index=False)
-    (folder / "results.json").write_text(json.dumps({"params": {"group_by": group_by}}))
+    write_csv_atomic(samples, folder / "samples.csv", index=False)
+    write_text_atomic(folder / "results.json", json.dumps({"params": {"group_by": group_by}}))
     return folder
 
 
@@ -93,7 +94,11 @@ def validation_corrections(samples: pd.DataFrame, validation: str | Path, judge_
         except DataError as exc:
             notes.append(f"{metric}: no Rogan–Gladen correction ({exc})")
             continue
-        res = correction.rogan_gladen(pd.to_numeric(used[column], errors="coerce"), level=level, seed=seed,
-                                      sensitivity=counts["sensitivity"], specificity=counts["specificity"])
+        try:
+            res = correction.rogan_gladen(pd.to_numeric(used[column], errors="coerce"), level=level, seed=seed,
+                                          sensitivity=counts["sensitivity"], specificity=counts["specificity"])
+        except ValueError as exc:  # e.g. a validation in which this judge gave no verdict: (0, 0)
+            notes.append(f"{metric}: no Rogan–Gladen correction: the validation's counts cannot give one ({exc})")
+            continue
         out[metric + RG_SUFFIX] = {**res, "raw": metric, "validation": display_path(Path(validation))}
     return {"metrics": out, "notes": notes}

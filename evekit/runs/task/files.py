@@ -8,8 +8,9 @@ from typing import Any
 
 import pandas as pd
 
+from evekit.atomic import save_figure_atomic
 from evekit.report import write_text_atomic
-from evekit.runs.records import write_run_record
+from evekit.runs.records import calls_outcome, write_run_record
 from evekit.runs.task.kind import CUSTOM_NOTEBOOK, KIND
 from evekit.runs.task.results import MODEL_OUTPUTS, to_eee, write_model_outputs
 
@@ -32,12 +33,25 @@ def write_run(out_dir: Path, samples: pd.DataFrame, results: dict[str, Any], *, 
                       json.dumps(to_eee(results, dataset=dataset), ensure_ascii=False) + "\n")
     figures = figures or {}
     for name, fig in figures.items():
-        fig.savefig(out_dir / name, dpi=110, bbox_inches="tight")
+        save_figure_atomic(fig, out_dir / name, dpi=110, bbox_inches="tight")
     params = results.get("params", {})
     # A custom task runs in notebooks/custom_task.ipynb; an EVE task in the notebook of its name.
     write_run_record(out_dir, kind=KIND, notebook=CUSTOM_NOTEBOOK if params.get("task_file") else results["task"],
                      run_name=str(params.get("run_name", out_dir.parent.parent.name)),
                      files=["samples.csv", "results.json", "results.eee.jsonl",
                             *([MODEL_OUTPUTS] if outputs is not None else []), *figures],
-                     task=results["task"], model=results["model"])
+                     task=results["task"], model=results["model"], calls=_calls(samples, results))
     return out_dir
+
+
+def _calls(samples: pd.DataFrame, results: dict[str, Any]) -> list[dict[str, Any]]:
+    """run.json's `calls`: the model's calls, and the judges' on the items they were sent."""
+    failed = samples["failed"].fillna(False).astype(bool) if "failed" in samples else pd.Series(False, samples.index)
+    errors = samples["error"][failed] if "error" in samples else ()
+    groups = [calls_outcome("model calls", len(samples), int(failed.sum()), errors)]
+    judges = [j for j in results.get("judges") or [] if f"judge_{j}_error" in samples]
+    if judges:
+        sent = int((~failed).sum()) - int(results.get("n_judge_rule") or 0)
+        judge_errors = [e for j in judges for e in samples.loc[~failed, f"judge_{j}_error"]]
+        groups.append(calls_outcome("judge calls", sent * len(judges), errors=judge_errors))
+    return groups

@@ -21,7 +21,7 @@ from evekit.paths import resolve_path, safe_name
 from evekit.runs.params import check_files
 
 __all__ = ["REQUIRED_COLUMNS", "ModelSpec", "Comparison", "normalize_ws", "unwrap_response", "read_answers",
-           "match_files", "load_comparisons"]
+           "item_keys", "match_files", "load_comparisons"]
 
 REQUIRED_COLUMNS = ("doc.Question", "target", "filtered_resps")
 _TRUE = {"true", "1", "yes", "y", "t"}
@@ -132,6 +132,8 @@ def read_answers(path: str | Path) -> pd.DataFrame:
     })
     df["key"] = df["question"].map(normalize_ws)
     df["context"] = _context(raw)
+    df.attrs["has_doc_id"] = "doc_id" in lower
+    df.attrs["file"] = str(path)
     return df
 
 
@@ -144,6 +146,63 @@ def _context(raw: pd.DataFrame) -> list[tuple[str, ...]]:
     cols = sorted((c for c in raw.columns if _CONTEXT_COLUMN.fullmatch(c.strip())), key=lambda c: c.lower())
     return [tuple(str(v).strip() for v in row if str(v).strip()) for row in raw[cols].itertuples(index=False)] \
         if cols else [()] * len(raw)
+
+
+_SEP = "\x1f"
+
+
+def _rows(df: pd.DataFrame, mask: Any) -> str:
+    rows = df.loc[mask, "row"].astype(int).tolist()
+    return "row" + ("s " if len(rows) > 1 else " ") + ", ".join(map(str, rows))
+
+
+def item_keys(frames: dict[str, pd.DataFrame]) -> None:
+    """Give each row of each answers file its item: `key` (and `occ`), equal across files exactly
+    when the rows are the same item, so that answers are paired by item, never by position.
+
+    The key is the question (whitespace-normalised), with its context documents when every file
+    has them (a question asked over two documents is two items). Where a question repeats in a
+    file, the reference answer (`target`) is added, then `doc_id` when every file has that column
+    and the repeated rows' ids agree across the files. Rows alike on all of that are the same item
+    asked again (the judge would see the same thing), paired by occurrence. A repeated question
+    that one file tells apart by its documents and another cannot is ambiguous: ValueError naming
+    the files and rows. `frames` maps a name to a `read_answers` frame; `key`/`occ` are set in place.
+    """
+    with_context = all(any(len(c) for c in df["context"]) for df in frames.values())
+    for df in frames.values():
+        base = df["question"].map(normalize_ws)
+        if with_context:
+            base = base + _SEP + df["context"].map(lambda c: _SEP.join(normalize_ws(d) for d in c))
+        df["key"] = base
+
+    def repeated() -> set[str]:
+        return set().union(*(set(df["key"][df["key"].duplicated(keep=False)]) for df in frames.values()))
+
+    again = repeated()
+    for df in frames.values():
+        mask = df["key"].isin(again)
+        df.loc[mask, "key"] = df.loc[mask, "key"] + _SEP + "target=" + df.loc[mask, "target"].map(normalize_ws)
+    again = repeated()
+    by_id = all(df.attrs.get("has_doc_id") for df in frames.values())
+    for key in sorted(again):
+        having = {n: df["key"] == key for n, df in frames.items() if (df["key"] == key).any()}
+        ids = {n: frames[n].loc[m, "doc_id"].astype(str) for n, m in having.items()}
+        if by_id and all(v.is_unique for v in ids.values()) and len({frozenset(v) for v in ids.values()}) == 1:
+            for n, m in having.items():
+                frames[n].loc[m, "key"] = key + _SEP + "doc_id=" + frames[n].loc[m, "doc_id"].astype(str)
+            continue
+        contexts = {n: {tuple(normalize_ws(d) for d in c) for c in frames[n].loc[m, "context"]}
+                    for n, m in having.items()}
+        if any(len(c) > 1 for c in contexts.values()):  # distinct items that some file cannot tell apart
+            first = frames[next(iter(having))].loc[next(iter(having.values())), "question"].iloc[0]
+            where = "; ".join(f"{frames[n].attrs.get('file', n)} {_rows(frames[n], m)}" for n, m in having.items())
+            raise ValueError(
+                f"ambiguous pairing: the question {normalize_ws(first)[:80]!r} is asked over different documents "
+                f"with the same reference answer, and not every file has the documents (doc.Doc 1.., doc.Context) "
+                f"or doc_ids that agree, so its rows cannot be paired: {where}. Give every file its context "
+                "columns or matching doc_id values")
+    for df in frames.values():
+        df["occ"] = df.groupby("key").cumcount()
 
 
 @dataclass
@@ -175,22 +234,20 @@ class Comparison:
 
 
 def match_files(spec_a: ModelSpec, spec_b: ModelSpec, *, limit: int | None = None) -> Comparison:
-    """Pair the two models' rows by question (whitespace-normalised).
-
-    A question asked twice in one file is paired by occurrence (1st with 1st, ...). Rows without a
+    """Pair the two models' rows by item (`item_keys`: the question, its documents, and where it
+    repeats its reference answer and doc_id; never the row's position). Rows without a
     partner are reported in `unmatched`; pairs where either generation failed are excluded and
     listed in `failed_generation`; `limit` keeps the first N usable pairs in model A's order.
     """
     a, b = read_answers(spec_a.file), read_answers(spec_b.file)
-    for df in (a, b):
-        df["occ"] = df.groupby("key").cumcount()
+    item_keys({"a": a, "b": b})
     m = a.merge(b, on=["key", "occ"], how="outer", suffixes=("_a", "_b"), indicator=True)
     both = m[m["_merge"] == "both"].sort_values("row_a")
     if both.empty:
         raise ValueError(
             f"{spec_a.file} ({spec_a.name}) and {spec_b.file} ({spec_b.name}) have no question in common "
             f"(compared after whitespace normalisation; {len(a)} and {len(b)} rows). First questions: "
-            f"{a['key'].head(2).tolist()} vs {b['key'].head(2).tolist()}"
+            f"{a['question'].map(normalize_ws).head(2).tolist()} vs {b['question'].map(normalize_ws).head(2).tolist()}"
         )
     def left_over(side: str, spec: ModelSpec) -> pd.DataFrame:
         rows = m[m["_merge"] == ("left_only" if side == "a" else "right_only")]

@@ -8,9 +8,10 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 import pandas as pd
 
+from evekit.atomic import write_csv_atomic, write_text_atomic
 from evekit.paths import display_path
 from evekit.report import json_safe
-from evekit.runs.records import write_run_record
+from evekit.runs.records import calls_outcome, write_run_record
 from evekit.runs.win_rate.kind import KIND
 from evekit.runs.win_rate.analysis import agreement_matrix, eve_metrics
 from evekit.runs.win_rate.params import ALPHA, WinRateParams
@@ -225,10 +226,10 @@ def save_outputs(comparisons: Sequence[Comparison], cfg: WinRateParams,
     for comp in comparisons:
         d = cfg.run_dir / KIND.name / comp.label
         d.mkdir(parents=True, exist_ok=True)
-        comp.results.to_csv(d / "results.csv", index=False)
-        comp.summary.to_csv(d / "summary.csv", index=False)
-        unmatched_table([comp]).to_csv(d / "unmatched.csv", index=False)
-        agreement_matrix(comp.outcomes).to_csv(d / "agreement.csv")
+        write_csv_atomic(comp.results, d / "results.csv", index=False)
+        write_csv_atomic(comp.summary, d / "summary.csv", index=False)
+        write_csv_atomic(unmatched_table([comp]), d / "unmatched.csv", index=False)
+        write_csv_atomic(agreement_matrix(comp.outcomes), d / "agreement.csv")
         for name, make in (("comparison.png", plot_comparison), ("position_bias.png", plot_position_bias),
                            ("agreement_heatmap.png", plot_agreement)):
             fig = make(comp)
@@ -244,9 +245,12 @@ def save_outputs(comparisons: Sequence[Comparison], cfg: WinRateParams,
             "abstention_reasons": {j: _reasons(comp.results, j) for j in comp.judges},
             **({"corrected": comp.corrected} if comp.corrected else {}),
         }
-        (d / "metrics.json").write_text(json.dumps(json_safe(record), indent=2, ensure_ascii=False) + "\n")
+        write_text_atomic(d / "metrics.json", json.dumps(json_safe(record), indent=2, ensure_ascii=False) + "\n")
+        failed = comp.results["failed"].astype(bool)
+        errors = comp.results["error"][failed] if "error" in comp.results else ()
         write_run_record(d, kind=KIND, notebook=KIND.notebooks[0], run_name=cfg.run_name, task=cfg.task,
-                         model_a=comp.name_a, model_b=comp.name_b)
+                         model_a=comp.name_a, model_b=comp.name_b,
+                         calls=[calls_outcome("judge calls", len(comp.results), errors=errors)])
         print(f"Saved outputs to {display_path(d)}")
         dirs.append(d)
     return dirs
