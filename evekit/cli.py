@@ -71,8 +71,9 @@ def _run(args: argparse.Namespace) -> int:
         code = run_batch(args.params, serve=args.serve, output_dir=args.output_dir,
                          html=not args.no_html, notebooks_dir=args.notebooks_dir,
                          progress_every=args.progress_every, jobs=args.jobs, fresh_kernels=args.fresh_kernels)
-        for path in write_eve_layout(conversions):
-            print(f"EVE layout: {path}")
+        if code != 2:  # 2: the files were refused, nothing ran
+            for path in write_eve_layout(conversions):
+                print(f"EVE layout: {path}")
         return code
     except KeyboardInterrupt:
         print("evekit run: interrupted; the embedded server (if any) was stopped", file=sys.stderr)

@@ -32,7 +32,11 @@ import yaml
 from evekit.batch.paramfiles import MAX_BYTES, _LimitedLoader
 from evekit.errors import ParameterError, unknown_names
 from evekit.paths import output_path, safe_name
+from evekit.runs.kind import RunKind
+from evekit.runs.task.kind import KIND as TASK_KIND
 from evekit.runs.task.params import TaskParams
+from evekit.runs.win_rate.eve_definitions import eve_metrics_table, eve_name, eve_summary_table
+from evekit.runs.win_rate.kind import KIND as WIN_RATE_KIND
 from evekit.runs.win_rate.params import WinRateParams
 from evekit.tasks import TASKS
 from evekit.types import check_api_key_env
@@ -40,7 +44,7 @@ from evekit.types import check_api_key_env
 __all__ = ["EVE_TASK_ALIASES", "DEFAULT_SEED", "EveRun", "EveConversion", "eve_format", "load_eve_yaml",
            "convert", "write_param_files", "expand_params", "write_eve_layout", "eve_sanitize", "normalize_base_url"]
 
-Format = Literal["evals", "win_rate"]
+Format = Literal["evals", "win_rate_config"]
 
 # EVE's task names (its lm-eval task folders and the names its documentation uses) -> evekit's.
 EVE_TASK_ALIASES = {
@@ -68,7 +72,8 @@ WIN_OUTPUT_KEYS = ("save_results", "save_visualizations", "output_dir", "results
                    "visualization_filename", "metrics_filename")
 WIN_DEFAULTS = {"output_dir": "win_rate_results", "results_filename": "results_{model_a}_vs_{model_b}.csv",
                 "summary_filename": "summary_{model_a}_vs_{model_b}.csv",
-                "visualization_filename": "comparison_{model_a}_vs_{model_b}.png"}
+                "visualization_filename": "comparison_{model_a}_vs_{model_b}.png",
+                "metrics_filename": "metrics_{model_a}_vs_{model_b}.csv"}
 # `random_seed: null` (EVE: unseeded) becomes this fixed seed, said in the run's notes, so a rerun
 # replays its cached judge calls.
 DEFAULT_SEED = 1234
@@ -180,7 +185,7 @@ def _format_of(data: Any) -> Format | None:
         return "evals"
     if ("model_a" in data or "models_a" in data) and (
             {"evaluation", "output", "wandb", "models_a", "models_b"} & set(data)):
-        return "win_rate"
+        return "win_rate_config"
     return None
 
 
@@ -191,7 +196,7 @@ class EveRun:
     parameter names), where each came from, and what EVE's layout needs after it ran."""
 
     filename: str
-    kind: Literal["task", "win_rate"]
+    kind: RunKind  # the task kind or the win-rate kind (evekit.runs.registry)
     values: dict[str, Any]
     origins: dict[str, str]
     eve: dict[str, Any] = field(default_factory=dict)
@@ -200,9 +205,8 @@ class EveRun:
         """The validated evekit parameters (files and key variables not checked)."""
         from evekit.runs.params import files_checked
 
-        cls = TaskParams if self.kind == "task" else WinRateParams
         with files_checked(False, environment=False):
-            return cls.from_dict(self.values)
+            return self.kind.params.from_dict(self.values)
 
 
 @dataclass
@@ -339,10 +343,7 @@ def evekit_task(name: str, where: str) -> str:
                          f"(EVE's names {', '.join(sorted(EVE_TASK_ALIASES))} are read as theirs)")
 
 
-def eve_sanitize(name: str) -> str:
-    """A model name as EVE's win-rate script puts it in file names: lower case, spaces and dashes
-    to `_`, dots removed, `/` to `_`."""
-    return str(name).lower().replace(" ", "_").replace(".", "").replace("-", "_").replace("/", "_")
+eve_sanitize = eve_name  # a model name as EVE's win-rate script puts it in file names and metric keys
 
 
 def _slug(text: str) -> str:
@@ -352,8 +353,12 @@ def _slug(text: str) -> str:
 def _check_keys(mapping: Any, allowed: Iterable[str], where: str, what: str) -> None:
     if not isinstance(mapping, dict):
         raise ParameterError(f"{where}: expected a mapping ({what}), got {type(mapping).__name__}")
-    problem = unknown_names([k for k in mapping], list(allowed), what="key")
+    unknown = [k for k in mapping if k not in set(allowed)]
+    problem = unknown_names(unknown, list(allowed), what="key")
     if problem:
+        if isinstance(mapping, _Map) and unknown[0] in mapping.lines:  # the line of the key itself
+            where = re.sub(r":\d+: ", f":{mapping.lines[unknown[0]]}: ", where, count=1) if re.search(
+                r":\d+: ", where) else f"{where}:{mapping.lines[unknown[0]]}"
         raise ParameterError(f"{where}: {problem} (keys of {what})")
 
 
@@ -535,7 +540,7 @@ def _convert_evals(path: Path, data: _Map, env: dict[str, str]) -> EveConversion
             filename = f"{task}.{variant}.yaml"
             while any(r.filename == filename for r in runs):
                 filename = f"{task}.{variant}-{len(runs)}.yaml"
-            runs.append(EveRun(filename, "task", values, origins,
+            runs.append(EveRun(filename, TASK_KIND, values, origins,
                                {"model": model, "entry": eve_name, "eve_dir": values["output_dir"]}))
     conv = EveConversion(path, "evals", runs, notes, output_dir)
     _carry_tracking(conv, wandb, where)
@@ -621,8 +626,9 @@ def _convert_win_rate(path: Path, data: _Map, env: dict[str, str]) -> EveConvers
     output = data.get("output") or _Map()
     _check_keys(output, WIN_OUTPUT_KEYS, where(data, "output", "output"), "output")
     output_dir = str(output.get("output_dir") or WIN_DEFAULTS["output_dir"])
+    handled = {"model_a", "model_b", "judges", *values}  # parameters already set from EVE's keys
     for key, value in data.items():
-        if key in _WIN_PARAMS and key not in values and key not in ("model_a", "model_b", "judges", "task"):
+        if key in _WIN_PARAMS and key not in handled:
             put(key, _plain(value), f"{key} (evekit's own parameter)")
     put("run_name", values.pop("run_name", safe_name(path.stem)), origins.pop("run_name", f"the file's name ({path.name})"))
     put("output_dir", values.pop("output_dir", output_dir),
@@ -638,8 +644,8 @@ def _convert_win_rate(path: Path, data: _Map, env: dict[str, str]) -> EveConvers
     eve = {"eve_dir": values["output_dir"], "templates": templates,
            "save_results": bool(output.get("save_results", True)),
            "save_visualizations": bool(output.get("save_visualizations", True))}
-    run = EveRun(f"win_rate.{_slug(path.stem)}.yaml", "win_rate", values, origins, eve)
-    conv = EveConversion(path, "win_rate", [run], notes, values["output_dir"])
+    run = EveRun(f"{WIN_RATE_KIND.notebooks[0]}.{_slug(path.stem)}.yaml", WIN_RATE_KIND, values, origins, eve)
+    conv = EveConversion(path, "win_rate_config", [run], notes, values["output_dir"])
     wandb = data.get("wandb")
     _carry_tracking(conv, wandb, where)
     try:
@@ -731,6 +737,8 @@ def expand_params(params: Sequence[str], *, output_dir: str | None = None,
             conv = convert(p)
             if output_dir is not None:
                 for run in conv.runs:
+                    if run.kind is TASK_KIND:  # a win rate naming EVE's path as the file declares it still finds it
+                        run.eve["declared"] = str(_eve_samples_path(run).resolve())
                     run.values["output_dir"] = output_dir
                     run.origins["output_dir"] = "--output-dir"
                     run.eve["eve_dir"] = output_dir
@@ -768,13 +776,15 @@ def _chain(conversions: Iterable[EveConversion]) -> None:
     made: dict[Path, Path] = {}
     for conv in conversions:
         for run in conv.runs:
-            if run.kind == "task":
+            if run.kind is TASK_KIND:
                 made[_eve_samples_path(run).resolve()] = run.params().out_dir / "samples.csv"
+                if run.eve.get("declared"):
+                    made[Path(run.eve["declared"])] = run.params().out_dir / "samples.csv"
     if not made:
         return
     for conv in conversions:
         for run in conv.runs:
-            if run.kind != "win_rate":
+            if run.kind is not WIN_RATE_KIND:
                 continue
             for side in ("model_a", "model_b"):
                 for entry in run.values[side]:
@@ -812,7 +822,7 @@ def write_eve_layout(conversions: Sequence[EveConversion]) -> list[Path]:
             except ParameterError:
                 continue
             eve_dir = output_path(run.eve["eve_dir"])
-            if run.kind == "task":
+            if run.kind is TASK_KIND:
                 samples = params.out_dir / "samples.csv"
                 if not samples.is_file():
                     print(f"  EVE layout: no {samples} (the run of {run.filename} did not finish)", file=sys.stderr)
@@ -822,27 +832,32 @@ def write_eve_layout(conversions: Sequence[EveConversion]) -> list[Path]:
                 _eve_samples(samples).to_csv(target, index=False)
                 written.append(target)
                 continue
-            for a in params.model_a_specs:
-                for b in params.model_b_specs:
-                    folder = params.run_dir / "win_rate" / f"{safe_name(a.name)}_vs_{safe_name(b.name)}"
+            from evekit.runs.params import files_checked
+
+            with files_checked(False):
+                sides = params.model_a_specs, params.model_b_specs
+            for a in sides[0]:
+                for b in sides[1]:
+                    folder = params.run_dir / WIN_RATE_KIND.name / f"{safe_name(a.name)}_vs_{safe_name(b.name)}"
                     if not (folder / "results.csv").is_file():
                         print(f"  EVE layout: no {folder / 'results.csv'} (the win rate did not finish)", file=sys.stderr)
                         continue
                     t = {k: v.format(model_a=eve_sanitize(a.name), model_b=eve_sanitize(b.name))
                          for k, v in run.eve["templates"].items()}
-                    pairs = []
+                    eve_dir.mkdir(parents=True, exist_ok=True)
                     if run.eve["save_results"]:
-                        pairs += [(folder / "results.csv", t["results_filename"]),
-                                  (folder / "summary.csv", t["summary_filename"])]
-                        if (folder / "metrics.json").is_file():
-                            pairs.append((folder / "metrics.json", t["metrics_filename"].rsplit(".", 1)[0] + ".json"
-                                          if "metrics_filename" in t else
-                                          f"metrics_{eve_sanitize(a.name)}_vs_{eve_sanitize(b.name)}.json"))
+                        import pandas as pd
+
+                        results = pd.read_csv(folder / "results.csv")
+                        judges = [j["name"] for j in params.judges]
+                        # evekit's per-decision table as it is; summary and metrics in EVE's shapes.
+                        shutil.copyfile(folder / "results.csv", eve_dir / t["results_filename"])
+                        eve_summary_table(results, judges).to_csv(eve_dir / t["summary_filename"])
+                        metrics = t["metrics_filename"]
+                        eve_metrics_table(results, a.name, b.name, judges, params.task).to_csv(
+                            eve_dir / metrics, index=False)
+                        written += [eve_dir / t["results_filename"], eve_dir / t["summary_filename"], eve_dir / metrics]
                     if run.eve["save_visualizations"] and (folder / "comparison.png").is_file():
-                        pairs.append((folder / "comparison.png", t["visualization_filename"]))
-                    for src, name in pairs:
-                        dest = eve_dir / name
-                        dest.parent.mkdir(parents=True, exist_ok=True)
-                        shutil.copyfile(src, dest)
-                        written.append(dest)
+                        shutil.copyfile(folder / "comparison.png", eve_dir / t["visualization_filename"])
+                        written.append(eve_dir / t["visualization_filename"])
     return written
