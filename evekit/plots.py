@@ -136,6 +136,24 @@ def letter_bias(samples: pd.DataFrame, *, title: str = "") -> Figure:
     return fig
 
 
+def position_preference(table: pd.DataFrame, *, orders: int, title: str = "") -> Figure:
+    """Share of answers at each option position against the share of gold answers there, over every
+    shuffled option order (`evekit.robustness.position_preference`'s table, indexed by position)."""
+    labels = [str(v) for v in table["label"]]
+    shares = pd.DataFrame({"gold": table["gold_share"].to_numpy(), "answered": table["answer_share"].to_numpy()},
+                          index=labels)
+    fig, ax = plt.subplots(figsize=(max(4.5, 0.9 * len(labels) + 2), 3.4))
+    shares.plot.bar(ax=ax, color=["#9aa5b1", "#2f6f9f"], rot=0, width=0.75)
+    ax.set_xlabel("option position (letter shown)")
+    ax.set_ylabel("share of letters")
+    ax.set_ylim(0, max(1e-9, float(np.nanmax(shares.to_numpy()))) * 1.15)
+    heading = f"answer position vs gold position over {orders} option orders"
+    ax.set_title(f"{title}\n{heading}" if title else heading, fontsize=10)
+    ax.legend(frameon=False)
+    fig.tight_layout()
+    return fig
+
+
 def score_distribution(samples: pd.DataFrame, column: str, *, title: str = "") -> Figure:
     """Histogram of a per-item score (IoU, ROUGE-L, ...) over the items that were answered."""
     values = samples.loc[~samples["failed"], column].dropna()

@@ -62,6 +62,8 @@ __all__ = [
     "projected_interval",
     "paired_difference",
     "cluster_bootstrap_weights",
+    "Design",
+    "check_reducer",
 ]
 
 REDUCERS = ("mean", "mode", "pass_at_k", "pass_all_k")  # and pass_at_<j>, pass_all_<j> (j <= repeats)
@@ -170,7 +172,7 @@ def pass_all(correct: int, total: int, j: int) -> float:
     return math.comb(correct, j) / math.comb(total, j)
 
 
-def _check_reducer(reducer: str) -> re.Match[str] | None:
+def check_reducer(reducer: str) -> re.Match[str] | None:
     if reducer in ("mean", "mode"):
         return None
     match = _REDUCER.match(reducer)
@@ -196,7 +198,7 @@ def reduce_repeats(values: Any, items: Any, reducer: str = "mean") -> Any:
     """
     import pandas as pd
 
-    match = _check_reducer(reducer)
+    match = check_reducer(reducer)
     d = _design(values, items)
     if reducer == "mean":
         out = d.means
@@ -351,7 +353,7 @@ def repeat_interval(values: Any, items: Any, *, clusters: Any = None, reducer: s
     `design_effect_clusters` (clusters over items), and the variance decomposition of
     `variance_components` (reducer "mean"). The method of each case is in the module docstring.
     """
-    _check_reducer(reducer)
+    check_reducer(reducer)
     d = _design(values, items, clusters)
     if reducer != "mean":  # one value per item from here on: the design without repeats
         reduced = reduce_repeats(values, items, reducer)
@@ -480,3 +482,33 @@ def cluster_bootstrap_weights(clusters: Sequence[Any], n_boot: int, seed: int = 
     draws = np.stack([np.bincount(rng.integers(0, g, g), minlength=g) for _ in range(n_boot)]) if g else \
         np.zeros((n_boot, 0))
     return draws[:, codes].astype(float)
+
+
+# ---------------------------------------------------------------------------------------------
+# A run's design: which rows belong to one item, and which items to one cluster
+
+
+@dataclass(frozen=True)
+class Design:
+    """How a long samples table is grouped for its intervals: rows of one item (its repeats) share
+    `item_column`; with `cluster_column`, items of one cluster are resampled together. `reducer`
+    turns an item's repeats into one value (`REDUCERS`). A task run without repeats or clusters has
+    no design (None), and its intervals are exactly `stats.interval`'s."""
+
+    item_column: str = "doc_id"
+    cluster_column: str | None = None
+    reducer: str = "mean"
+
+    def __post_init__(self) -> None:
+        check_reducer(self.reducer)
+
+    def interval(self, frame: Any, column: str, *, kind: str, bounds: tuple[float, float] | None = (0.0, 1.0),
+                 seed: int = 0, n_boot: int = 2000, level: float = 0.95) -> dict[str, Any]:
+        """`repeat_interval` of `frame[column]` under this design (rows with NaN dropped); `kind`
+        "proportion" or "graded_mean" (a 0/1 reducer such as `pass_at_k` keeps a proportion)."""
+        clusters = frame[self.cluster_column] if self.cluster_column else None
+        values = frame[column].astype(float)
+        if kind == "proportion" and len(values.dropna()) and not _binary(values.dropna().to_numpy()):
+            kind = "graded_mean"
+        return repeat_interval(values, frame[self.item_column], clusters=clusters, reducer=self.reducer,
+                               kind=kind, seed=seed, n_boot=n_boot, level=level, bounds=bounds)

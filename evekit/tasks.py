@@ -22,7 +22,7 @@ from typing import Any, Callable, Literal, Mapping, NamedTuple, Sequence
 import numpy as np
 import pandas as pd
 
-from evekit import data, spans, stats
+from evekit import data, repeats, spans, stats
 from evekit import metrics as M
 from evekit.data import Item, Row, choices_of, items_from_rows, parse_list
 from evekit.errors import DataError, RowError
@@ -517,38 +517,44 @@ def head_to_head_tasks() -> tuple[str, ...]:
 
 
 def load_items(task: Task | str, dataset: str | None = None, split: str = "train", limit: int | None = None,
-               *, group_by: str | None = None, **kwargs: Any) -> list[Item]:
+               *, group_by: str | None = None, cluster_by: str | None = None, **kwargs: Any) -> list[Item]:
     """`evekit.data.load_items` for a task given by name or as a `Task` (see there).
 
     `group_by`: a column of the dataset whose value each item carries as `fields["group"]`
-    (for metrics per group); a column the file does not have is a `DataError` naming the file
+    (for metrics per group); `cluster_by`: likewise as `fields["cluster"]` (the unit its intervals
+    resample). A column the file does not have is a `DataError` naming the parameter, the file
     and the columns it has.
     """
     task = get_task(task)
-    if not group_by:
-        return data.load_items(task, dataset, split, limit, **kwargs)
+    for name, column, key in (("group_by", group_by, GROUP_COLUMN), ("cluster_by", cluster_by, CLUSTER_COLUMN)):
+        if column:
+            task = grouped(task, column, key)
     try:
-        return data.load_items(grouped(task, group_by), dataset, split, limit, **kwargs)
+        return data.load_items(task, dataset, split, limit, **kwargs)
     except DataError as exc:
-        if f"column {group_by!r} missing" in str(exc):
-            raise DataError(f"group_by={group_by!r}: {exc}") from None
+        for name, column in (("group_by", group_by), ("cluster_by", cluster_by)):
+            if column and f"column {column!r} missing" in str(exc):
+                raise DataError(f"{name}={column!r}: {exc}") from None
         raise
 
 
 # The samples column (and `Item.fields` key) holding an item's group, the value of `group_by`.
 GROUP_COLUMN = "group"
 MISSING_GROUP = "(missing)"
+# ... and its cluster, the value of `cluster_by`; its repeat and option order (`repeats`, `permutations`).
+CLUSTER_COLUMN = "cluster"
+DESIGN_COLUMNS = (CLUSTER_COLUMN, "repeat", "permutation")
 
 
-def grouped(task: Task, column: str) -> Task:
-    """`task` whose items also carry the value of `column` (required in the file) as their group."""
+def grouped(task: Task, column: str, key: str = GROUP_COLUMN) -> Task:
+    """`task` whose items also carry the value of `column` (required in the file) as `fields[key]`."""
     inner = task.prepare
 
     def prepare(row: Row) -> tuple[str, str, dict[str, Any]]:
         question, target, fields = inner(row)
         value = row.raw(column)
         missing = value is None or (isinstance(value, float) and math.isnan(value)) or not str(value).strip()
-        return question, target, {**fields, GROUP_COLUMN: MISSING_GROUP if missing else str(value).strip()}
+        return question, target, {**fields, key: MISSING_GROUP if missing else str(value).strip()}
 
     return dataclasses.replace(task, prepare=prepare, columns=(*task.columns, column))
 
@@ -630,11 +636,14 @@ def build_requests(
     temperature: float = 0.0,
     max_tokens: int | None = None,
     pool: Sequence[Item] | None = None,
+    shown: Callable[[Item], Item] | None = None,
 ) -> list[GenerationRequest]:
     """One request per item. Few-shot examples come from `pool` (default: the items).
 
     EVE datasets have a single split, so examples are other items of the same data. Pass the
     full item list as `pool` when running a `limit`ed subset to keep the same examples.
+    `shown`: how the item and its examples are shown (e.g. the question withheld), applied after
+    the examples are chosen on the items as they are.
     """
     task = get_task(task)
     if api not in ("chat", "completions"):
@@ -646,6 +655,8 @@ def build_requests(
     for item in items:
         shots = select_fewshot(item, pool, n, fewshot_sampler, seed)
         short += len(shots) < n
+        if shown is not None:
+            item, shots = shown(item), [shown(shot) for shot in shots]
         if api == "chat":
             requests.append(GenerationRequest(messages=task.chat_messages(item, shots), temperature=temperature,
                                               max_tokens=max_tokens, seed=seed))
@@ -680,6 +691,7 @@ def score_samples(task: Task | str, items: Sequence[Item], results: Sequence[Gen
                                **context_columns(task, item)}
         if GROUP_COLUMN in item.fields:
             row[GROUP_COLUMN] = item.fields[GROUP_COLUMN]
+        row.update({key: item.fields[key] for key in DESIGN_COLUMNS if key in item.fields})
         raw = res.raw if res.raw is not None else res.text
         if res.failed:
             answer, reasoning, parsed = "", res.reasoning, None
@@ -744,7 +756,8 @@ def _add_cosine(df: pd.DataFrame, items: Sequence[Item]) -> pd.DataFrame:
     return df
 
 
-def task_metrics(task: Task | str, df: pd.DataFrame, *, seed: int = 0, n_boot: int = 2000) -> dict[str, dict]:
+def task_metrics(task: Task | str, df: pd.DataFrame, *, seed: int = 0, n_boot: int = 2000,
+                 design: repeats.Design | None = None) -> dict[str, dict]:
     """{metric: {"value", "ci_low", "ci_high", "n", "method", ...}} for the task's metrics, in its order.
 
     Each metric (`evekit.metrics.get_metric`) knows its kind, which decides how it is summarised
@@ -752,15 +765,38 @@ def task_metrics(task: Task | str, df: pd.DataFrame, *, seed: int = 0, n_boot: i
     (`n` = items used); an undefined value is NaN with a `note`.
     Metrics not computed (e.g. cosine without the embeddings extra) are absent;
     `evekit.metrics.metric_notes` says why.
+
+    With a `design` (repeats per item, clusters of items: `evekit.repeats.Design`), a per-item
+    metric is the mean over items of their reduced repeats and its interval resamples items or
+    clusters (`repeats.repeat_interval`; `n` = items, `n_answers` = rows); a corpus or agreement
+    statistic keeps its value over all rows and gets no interval, with a note saying why.
     """
     task = get_task(task)
     used = df[~df["failed"].astype(bool)] if "failed" in df.columns else df
     out: dict[str, dict] = {}
     for name in task.metrics:
-        summary = M.get_metric(name).summarize(used, seed=seed, n_boot=n_boot)
+        metric = M.get_metric(name)
+        summary = metric.summarize(used, seed=seed, n_boot=n_boot)
+        if summary is not None and design is not None:
+            summary = design_summary(metric, used, summary, design, seed=seed, n_boot=n_boot)
         if summary is not None:
             out[name] = summary
     return out
+
+
+NO_DESIGN_INTERVAL = ("no interval: a {kind} statistic is not yet resampled by item or cluster with repeats or "
+                      "cluster_by (the value pools every answer)")
+
+
+def design_summary(metric: M.Metric, used: pd.DataFrame, summary: dict[str, Any], design: repeats.Design, *,
+                   seed: int = 0, n_boot: int = 2000) -> dict[str, Any]:
+    """`summary` (over every row) redone under `design`: see `task_metrics`."""
+    if metric.per_item:
+        out = design.interval(used, metric.inputs[0], kind=metric.kind, bounds=metric.bounds, seed=seed,
+                              n_boot=n_boot)
+        return {**out, **({"note": summary["note"]} if summary.get("note") else {})}
+    return {**summary, "ci_low": float("nan"), "ci_high": float("nan"), "method": "none",
+            "note": NO_DESIGN_INTERVAL.format(kind=metric.kind)}
 
 
 # ---------------------------------------------------------------------------------------------

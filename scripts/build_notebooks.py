@@ -173,6 +173,12 @@ def build(task: str, spec: dict, *, intro: str | None = None, params: str | None
         new_markdown_cell("## By group\nEvery metric per value of the `group_by` column, with its interval "
                           "and n (set `group_by` to a column of the dataset, e.g. `\"topic\"`)."),
         code("run.by_group()"),
+        new_markdown_cell("## Repeats, clusters and shuffled options\nWith `repeats`, each metric's interval "
+                          "resamples items with all their answers, and splits its variance into run-to-run "
+                          "noise (more repeats help) and item-to-item spread (only more items help); with "
+                          "`cluster_by` it resamples clusters; with `permutations` (multiple choice) the "
+                          "options are shuffled and robust accuracy and consistency are shown."),
+        code("run.design_table()"),
         new_markdown_cell("## Worst items\nRead these before trusting the number: only the items the model "
                           "failed (unparsed, or below the top score), each in full, with whether the answer "
                           "was cut off at `max_tokens` and the judges' rationales."),

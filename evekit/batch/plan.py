@@ -293,7 +293,14 @@ def _play(run: Any, plan: RunPlan, caches: dict[Path, ResponseCache]) -> None:
         # TaskRun.generate's steps, without the embedding model for the cosine metric (scores do not
         # change which calls are made; only whether an answer parses does).
         client = run._client(c.model_name, c.base_url, c.api_key_env, c.model_name)
-        run.results = client.generate(run.requests)
+        if run.scoring == "logprobs":  # the log-probability requests are the run's only answers
+            run.results = client.generate(run.logprob_requests)
+        else:
+            run.results = client.generate(run.requests)
+            if run.logprob_requests:  # scoring "both": the same prompts again, for the first token
+                client.generate(run.logprob_requests)
+        if run.choices_only_requests:  # the choices-only baseline's calls
+            client.generate(run.choices_only_requests)
         run.samples = tasks.score_samples(run.task, run.items, run.results, embeddings=False)
         if run.task.judge_kind is not None and c.judge_specs():
             run.judge()

@@ -170,7 +170,7 @@ def abstention_note(judged: dict[str, dict[str, Any]]) -> str:
 
 
 def judge_metrics(df: pd.DataFrame, judge_names: Sequence[str], *, seed: int = 0,
-                  n_boot: int = 1000) -> dict[str, dict]:
+                  n_boot: int = 1000, design: Any = None) -> dict[str, dict]:
     """Run-level judge metrics, each {"value", "ci_low", "ci_high", "n", "method"} (95% interval).
 
     One judge: `llm_as_judge` only. Several: `llm_as_judge_<name>` per judge, `judge_voting`,
@@ -190,7 +190,15 @@ def judge_metrics(df: pd.DataFrame, judge_names: Sequence[str], *, seed: int = 0
         raise ValueError("judge_metrics needs at least one judge name")
     m = _votes_matrix(df, names)
 
+    def by_design(values: Any, kind: str) -> dict:
+        # `design` (evekit.repeats.Design): an item's repeats count once, items or clusters resampled.
+        cols = [c for c in (design.item_column, design.cluster_column) if c]
+        frame = df[cols].assign(_value=np.asarray(values, dtype=float))
+        return design.interval(frame, "_value", kind=kind, seed=seed, n_boot=n_boot)
+
     def prop(values: Any) -> dict:
+        if design is not None:
+            return by_design(values, "proportion")
         return interval(np.asarray(values, dtype=float), "proportion")
 
     judged = judged_counts(df, names)
@@ -204,13 +212,18 @@ def judge_metrics(df: pd.DataFrame, judge_names: Sequence[str], *, seed: int = 0
     per = add_vote_columns(df[[f"judge_{n}" for n in names]], names)
     out = {f"llm_as_judge_{n}": noted(prop(m[:, k]), n) for k, n in enumerate(names)}
     out["judge_voting"] = noted(prop(per["judge_voting"]), *names)
-    out["llm_as_judge_avg"] = interval(per["llm_as_judge_avg"].to_numpy(float), "graded_mean", seed=seed,
-                                       n_boot=n_boot)
+    out["llm_as_judge_avg"] = (by_design(per["llm_as_judge_avg"], "graded_mean") if design is not None else
+                               interval(per["llm_as_judge_avg"].to_numpy(float), "graded_mean", seed=seed,
+                                        n_boot=n_boot))
     out["judge_agreement"] = prop(per["judge_agreement"])
     # rows with a NaN are dropped: Fleiss' kappa needs every judge on every sample it uses.
     fk = interval(m, "kappa", stat="fleiss", seed=seed, n_boot=n_boot)
     note = _fleiss_note(m, names, fk)
     out["fleiss_kappa"] = {**fk, **({"note": note} if note else {})}
+    if design is not None:  # kappa over every answer; a kappa bootstrap by item or cluster is not built
+        out["fleiss_kappa"].update(ci_low=float("nan"), ci_high=float("nan"), method="none",
+                                   note="no interval: Fleiss' kappa is not yet resampled by item or cluster with "
+                                        "repeats or cluster_by (the value pools every answer)")
     return out
 
 

@@ -31,7 +31,7 @@ __all__ = ["files_checked", "check_files", "param", "Params", "OnTask", "Seeded"
 
 # The order of the parameters cell: what is evaluated, then the model, the data, the judges, the
 # client settings, where outputs go. Within a group, the order of declaration.
-GROUPS = ("what", "model", "data", "judges", "client", "output", "mapping")
+GROUPS = ("what", "model", "data", "repeats", "judges", "client", "output", "mapping")
 
 
 def param(default: Any = MISSING, *, help: str, group: str, minimum: float | None = None,

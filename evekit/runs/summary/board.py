@@ -127,15 +127,33 @@ def leaderboard(entries: list[Entry]) -> pd.DataFrame:
             "unparsed": e.results.get("n_unparsed", 0), "failed": e.results.get("n_failed", 0),
             # why the number is not to be read at face value (cards.judge_flags): the CSV column
             "trust": ", ".join(f.kind for f in headline_flags(e.results)),
+            "design": design_label(e.results),
         })
     return pd.DataFrame(rows)
 
 
+def design_label(results: dict[str, Any]) -> str:
+    """What a run's interval accounts for beyond one answer per item ('' when nothing): repeats,
+    clusters, shuffled options (results.json `design`)."""
+    d = results.get("design") or {}
+    parts = []
+    if (d.get("repeats") or 1) > 1:
+        parts.append(f"{d['repeats']} repeats over {d.get('repeat_over')}"
+                     + (f" ({d['reducer']})" if d.get("reducer", "mean") != "mean" else ""))
+    if d.get("cluster_by"):
+        parts.append(f"clusters by {d['cluster_by']}")
+    if d.get("permutations"):
+        parts.append(f"{d['permutations']} option orders")
+    return "; ".join(parts)
+
+
 def leaderboard_wide(board: pd.DataFrame) -> pd.DataFrame:
-    """Models x tasks, each cell 'value [low, high]' (with ⚠ when its trust column flags it)."""
+    """Models x tasks, each cell 'value [low, high]' (with ⚠ when its trust column flags it, and
+    the design its interval accounts for: repeats, clusters, option orders)."""
     if board.empty:
         return board
     cell = board.apply(lambda r: format_metric(None if pd.isna(r["value"]) else r.to_dict())
+                       + (f" ({r['design']})" if r.get("design") else "")
                        + (f" {MARK} {r['trust']}" if r.get("trust") else ""), axis=1)
     wide = board.assign(cell=cell).pivot_table(index="model", columns="task", values="cell", aggfunc="first")
     return wide.fillna("–")
@@ -179,7 +197,12 @@ class _Samples:
         col = metric_column(metric, _judge_names(e, df))
         if col not in df.columns or "doc_id" not in df.columns:
             return None
-        return df[["doc_id", col]].rename(columns={col: "value"})
+        if "permutation" in df:  # shuffled options: the headline is the original order's
+            df = df[df["permutation"] == 0]
+        values = df[["doc_id", col]].rename(columns={col: "value"})
+        if "repeat" in df:  # repeats: one value per item, its mean over repeats (the run's own metric)
+            values = values.dropna().groupby("doc_id", as_index=False, sort=False)["value"].mean()
+        return values
 
 
 def _by_task(entries: list[Entry]) -> dict[str, list[Entry]]:

@@ -7,6 +7,7 @@ from typing import Any, Literal, Mapping
 
 from evekit.errors import ParameterError
 from evekit.paths import safe_name
+from evekit.repeats import check_reducer
 from evekit.runs.params import Client, Judging, OnTask, Output, SeedLimit, ShowsValidation, param
 from evekit.tasks import SCORING, TASKS, supports_logprobs
 from evekit.types import check_api_key_env
@@ -34,6 +35,24 @@ class TaskParams(OnTask, SeedLimit, ShowsValidation, Judging, Client, Output):
     split: str | None = param("train", help="split of a hub dataset", group="data")
     scoring: str | None = param(None, help='"text", "logprobs" or "both" (None: the task\'s own, "text" for EVE '
                                 "tasks)", group="data")
+    # Repeats, clusters and shuffled options (evekit.repeats, evekit.robustness): intervals that
+    # include run-to-run variance and shared sources, and multiple-choice scores that survive a shuffle.
+    repeats: int = param(1, help="answers per item; the interval resamples items with all their repeats",
+                         group="repeats", minimum=1)
+    repeat_over: Literal["sampling", "fewshot", "both"] = param(
+        "sampling", help='what varies between repeats: "sampling" (a seed per repeat; needs temperature > 0), '
+        '"fewshot" (a fresh few-shot draw per repeat) or "both"', group="repeats")
+    reducer: str = param("mean", help='one value per item from its repeats: "mean", "mode", "pass_at_k", '
+                         '"pass_all_k" (or pass_at_<j>, pass_all_<j>)', group="repeats")
+    cluster_by: str | None = param(None, help="a dataset column whose values group items (e.g. the source "
+                                   "document): intervals resample clusters (None: items)", group="repeats")
+    permutations: int = param(0, help="multiple choice: also ask each item with its options shuffled, k seeded "
+                              "orders (0: off); adds robust accuracy and consistency", group="repeats", minimum=0)
+    choices_only: bool = param(False, help="multiple choice: add the choices-only baseline (question withheld)",
+                               group="repeats")
+    fewshot_split: str | None = param(None, help="few-shot examples from this split of the dataset (None: the "
+                                      "evaluated split; an item is never a shot in its own prompt)",
+                                      group="repeats")
     # Bring your own data: the file's column names for the task's schema (None: the schema's own).
     input_column: str | None = param(None, help="your file's column names for the task's schema (None: the "
                                      "schema's)", group="mapping")
@@ -70,6 +89,23 @@ class TaskParams(OnTask, SeedLimit, ShowsValidation, Judging, Client, Output):
             if self.scoring != "text" and self.task in TASKS and not supports_logprobs(self.task):
                 raise ParameterError(f"scoring={self.scoring!r} needs a multiple-choice (one answer) or "
                                      f"classification task; {self.task} is not one")
+        try:
+            check_reducer(self.reducer)
+        except ParameterError as exc:
+            raise ParameterError(f"parameter reducer: {exc}") from None
+        if self.repeats > 1 and self.repeat_over in ("sampling", "both") and self.temperature == 0:
+            raise ParameterError(f"repeats={self.repeats} with repeat_over={self.repeat_over!r} at temperature=0 "
+                                 "gives the same answer every time: set temperature > 0, or repeat_over='fewshot'")
+        if self.reducer != "mean" and self.repeats == 1:
+            raise ParameterError(f"reducer={self.reducer!r} needs repeats > 1")
+        kind = TASKS[self.task].kind if self.task in TASKS else None
+        for name in ("permutations", "choices_only"):
+            if getattr(self, name) and kind is not None and kind not in ("multiple_choice", "multiple_answer"):
+                raise ParameterError(f"parameter {name} applies to multiple-choice tasks; {self.task} is {kind}")
+        if self.permutations and self.repeats > 1:
+            raise ParameterError("permutations and repeats together are not supported: run them as two runs")
+        if self.cluster_by is not None and not self.cluster_by.strip():
+            raise ParameterError("parameter cluster_by='' must name a column of the dataset, or be None")
         if self.group_by is not None and not self.group_by.strip():
             raise ParameterError("parameter group_by='' must name a column of the dataset, or be None")
 

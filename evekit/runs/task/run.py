@@ -18,6 +18,7 @@ files: every item counted as failed, no metric value, plots skipped with the rea
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from pathlib import Path
@@ -25,7 +26,7 @@ from typing import Any
 
 import pandas as pd
 
-from evekit import plots, tasks
+from evekit import plots, repeats, robustness, tasks
 from evekit.demo import DEMO_MODEL_NOTE, demo_judge_note, demo_judges, is_demo_model
 from evekit.errors import EndpointError, ParameterError
 from evekit.paths import display_path, resolve_path
@@ -40,6 +41,10 @@ from evekit.types import Usage
 RULE_METHOD = "rule"
 RULE_REASON = "unparsed answer: FAIL by rule (not sent to the judges)"
 GROUP_PLOT = "by_group.png"
+# Keys of a repeat-aware metric shown by design_table() (and kept in results.json), not in the metrics table.
+DESIGN_DETAILS = ("effective_n", "df", "repeats", "se", "design_effect", "design_effect_clusters", "var_within",
+                  "var_between", "var_between_raw", "var_item_means", "share_within", "share_between",
+                  "n_excluded")
 TINY_MODEL_NOTE = DEMO_MODEL_NOTE  # the one wording, in evekit.demo
 
 
@@ -79,6 +84,12 @@ class TaskRun(NotebookRun):
         self.items: list[Any] = []
         self.requests: list[Any] = []
         self.results: list[Any] = []  # GenerationResult per item, aligned with items and requests
+        # With repeats or permutations `items` holds one entry per answer asked for (an item once per
+        # repeat or option order, `fields["repeat"]` / `["permutation"]`); `base_items` each item once.
+        self.base_items: list[Any] = []
+        self.choices_only_items: list[Any] = []
+        self.choices_only_requests: list[Any] = []
+        self.choices_only_samples: pd.DataFrame | None = None
         self.samples: pd.DataFrame | None = None
         self.judge_names: list[str] = []
         self.metrics: dict[str, dict] = {}
@@ -153,6 +164,12 @@ class TaskRun(NotebookRun):
             "max_tokens": self.max_tokens, "temperature": c.temperature, "seed": c.seed,
             "limit": c.limit, "judges": ", ".join(j.name for j in c.judge_specs()) or "none",
             **({"group_by": c.group_by} if c.group_by else {}),
+            **({"repeats": f"{c.repeats} over {c.repeat_over}, reducer {c.reducer}"} if c.repeats > 1 else {}),
+            **({"cluster_by": c.cluster_by} if c.cluster_by else {}),
+            **({"permutations": f"{c.permutations} option orders (the first the original)"}
+               if c.permutations else {}),
+            **({"choices_only": "baseline with the question withheld"} if c.choices_only else {}),
+            **({"fewshot_split": c.fewshot_split} if c.fewshot_split else {}),
             **({"scoring": self.scoring} if self.scoring != "text" else {}),
             "offline (replay from cache)": c.offline,
         }
@@ -179,23 +196,94 @@ class TaskRun(NotebookRun):
         elif self.config.offline:  # a hub id: use the copy `evekit prepare` made, if any
             dataset = str(resolve_prepared(dataset, self.split) or dataset)
         # Few-shot examples come from the whole split (as in EVE), not only from the first `limit` items.
-        pool = tasks.load_items(self.task, dataset, split=self.split, offline=self.config.offline,
-                                config=self.task.config, group_by=self.config.group_by, **self._mapping())
-        self.items = pool[: self.config.limit] if self.config.limit else pool
-        self.requests = tasks.build_requests(
-            self.task, self.items, api=self.config.api, num_fewshot=self.num_fewshot,
-            fewshot_sampler=self.config.fewshot_sampler, seed=self.config.seed,
-            temperature=self.config.temperature, max_tokens=self.max_tokens, pool=pool,
-        )
+        c = self.config
+        pool = tasks.load_items(self.task, dataset, split=self.split, offline=c.offline,
+                                config=self.task.config, group_by=c.group_by, cluster_by=c.cluster_by,
+                                **self._mapping())
+        self.base_items = pool[: c.limit] if c.limit else pool
+        if c.fewshot_split:  # shots from another split (EuroEval's train split) or another file
+            shots_from = str(resolve_path(c.fewshot_split)) if Path(c.fewshot_split).suffix else dataset
+            split = self.split if Path(c.fewshot_split).suffix else c.fewshot_split
+            pool = tasks.load_items(self.task, shots_from, split=split, offline=c.offline, config=self.task.config,
+                                    **self._mapping())
+        self._check_design()
+        self.items, self.requests = self._design_requests(self.base_items, pool)
+        if c.choices_only:  # the same items and shots with the question withheld
+            def withheld(item: Any) -> Any:
+                return dataclasses.replace(item, **robustness.choices_only(item.fields))
+            self.choices_only_items = [withheld(it) for it in self.base_items]
+            self.choices_only_requests = self._requests(self.base_items, pool, seed=c.seed, shown=withheld)
         if self.scoring != "text":  # the same prompts, asking for the first token's log-probabilities
             self.logprob_requests = tasks.logprob_requests(self.requests)
         return pd.DataFrame([{"doc_id": it.doc_id, "question": it.question, "target": it.target}
-                             for it in self.items])
+                             for it in self.base_items])
+
+    def _check_design(self) -> None:
+        """The checks of repeats and permutations that need the task (a custom one's kind)."""
+        c = self.config
+        multiple_choice = "choices" in (self.base_items[0].fields if self.base_items else {"choices": ()})
+        for name in ("permutations", "choices_only"):
+            if getattr(c, name) and not multiple_choice:
+                raise ParameterError(f"parameter {name} applies to multiple-choice tasks; {c.task} "
+                                     f"({self.task.kind}) has no options to shuffle or show alone")
+        if c.permutations == 1:
+            raise ParameterError("permutations=1 is the original order only: use 0 (off) or >= 2 orders")
+        if c.repeats > 1 and c.repeat_over in ("fewshot", "both") and self.num_fewshot == 0:
+            raise ParameterError(f"repeat_over={c.repeat_over!r} draws fresh few-shot examples per repeat, but "
+                                 f"num_fewshot is 0 for {c.task}: set num_fewshot, or repeat_over='sampling'")
+
+    def _requests(self, items: list[Any], pool: list[Any], *, seed: int, sampler: str | None = None,
+                  shown: Any = None) -> list[Any]:
+        c = self.config
+        return tasks.build_requests(self.task, items, api=c.api, num_fewshot=self.num_fewshot,
+                                    fewshot_sampler=sampler or c.fewshot_sampler, seed=seed,
+                                    temperature=c.temperature, max_tokens=self.max_tokens, pool=pool, shown=shown)
+
+    def _design_requests(self, items: list[Any], pool: list[Any]) -> tuple[list[Any], list[Any]]:
+        """One entry per answer asked for: each item under each option order (`permutations`), or
+        each item once per repeat (`repeats`; repeat 0 is the run without repeats, cache keys
+        included: `repeats.repeat_seed`). Repeat r > 0 sends its own seed (`sampling`) and/or draws
+        its own few-shot examples at random with that seed (`fewshot`)."""
+        c = self.config
+        if c.permutations:
+            shuffled = [dataclasses.replace(it, **change) for it in items
+                        for change in robustness.permuted_items(it.fields, c.permutations, seed=[c.seed, it.doc_id])]
+            return shuffled, self._requests(shuffled, pool, seed=c.seed)
+        if c.repeats == 1:
+            return list(items), self._requests(list(items), pool, seed=c.seed)
+        out_items, out_requests = [], []
+        for r in range(c.repeats):
+            seed = repeats.repeat_seed(c.seed, r)
+            new_shots = r > 0 and c.repeat_over in ("fewshot", "both")
+            requests = self._requests(list(items), pool, seed=seed if new_shots else c.seed,
+                                      sampler="random" if new_shots else None)
+            sampling = c.repeat_over in ("sampling", "both")
+            out_requests += [dataclasses.replace(q, seed=seed if sampling else c.seed) for q in requests]
+            out_items += [dataclasses.replace(it, fields={**it.fields, "repeat": r}) for it in items]
+        return out_items, out_requests
+
+    @property
+    def design(self) -> repeats.Design | None:
+        """How the samples' rows group into items and clusters for the intervals (None: one row per
+        item, no clusters: the intervals of a run without repeats)."""
+        c = self.config
+        if c.repeats == 1 and not c.cluster_by:
+            return None
+        return repeats.Design(cluster_column=tasks.CLUSTER_COLUMN if c.cluster_by else None, reducer=c.reducer)
+
+    @property
+    def primary(self) -> pd.DataFrame:
+        """The rows a run without permutations would have (option order 0): what the task's metrics
+        and baselines are computed on; with repeats every repeat (the design groups them)."""
+        assert self.samples is not None, "run generate() first"
+        s = self.samples
+        return s[s["permutation"] == 0] if "permutation" in s else s
 
     def show_prompts(self, n: int = 1) -> None:
         """Print the first `n` prompts exactly as they are sent."""
         for item, request in list(zip(self.items, self.requests))[:n]:
-            print(f"----- doc_id {item.doc_id} ({self.config.api}) -----")
+            design = "".join(f", {k} {item.fields[k]}" for k in ("repeat", "permutation") if k in item.fields)
+            print(f"----- doc_id {item.doc_id}{design} ({self.config.api}) -----")
             if request.messages is not None:
                 for m in request.messages:
                     print(f"[{m['role']}]\n{m['content']}\n")
@@ -236,6 +324,9 @@ class TaskRun(NotebookRun):
             lp = self.results if self.scoring == "logprobs" else self._logprobs(client, f"{desc} (logprobs)")
             self.samples = tasks.add_logprob_scores(self.task, self.items, lp, self.samples,
                                                     replace_text=self.scoring == "logprobs")
+        if self.choices_only_requests:  # the baseline's calls: the same options, no question
+            answers = client.generate(self.choices_only_requests, desc=f"{desc} (choices only)")
+            self.choices_only_samples = tasks.score_samples(self.task, self.choices_only_items, answers)
         self.usage = client.usage
         if stream is not None:
             self._streamed = stream.wait()
@@ -288,7 +379,9 @@ class TaskRun(NotebookRun):
         s = self.samples
         assert s is not None, "run generate() first"
         counts = {
-            "items": len(s),
+            "items": int(s["doc_id"].nunique()) if len(s) else 0,
+            **({"answers asked (items × repeats or option orders)": len(s)} if len(self.items) != len(self.base_items)
+               else {}),
             "answered": int((~s["failed"]).sum()),
             "unparsed (scored wrong)": int(s["unparsed"].sum()),
             "failed (excluded)": int(s["failed"].sum()),
@@ -515,20 +608,107 @@ class TaskRun(NotebookRun):
         """The task's metrics, then the judges', over `samples` (all of them, or one group)."""
         from evekit import judges as judging
 
-        out = dict(tasks.task_metrics(self.task, samples, seed=self.config.seed))
+        design, seed = self.design, self.config.seed
+        permuted = "permutation" in samples
+        primary = samples[samples["permutation"] == 0] if permuted else samples
+        out = dict(tasks.task_metrics(self.task, primary, seed=seed, design=design))
+        if permuted:
+            out.update(self._robustness_metrics(samples))
         if self.judge_names:
-            answered = samples[~samples["failed"].astype(bool)]
-            out.update(judging.judge_metrics(answered, self.judge_names, seed=self.config.seed))
+            answered = primary[~primary["failed"].astype(bool)]
+            out.update(judging.judge_metrics(answered, self.judge_names, seed=seed, design=design))
             rule = answered[f"judge_{self.judge_names[0]}_method"] == RULE_METHOD
             if rule.any() and len(self.judge_names) > 1:  # agreement: only where the judges gave an opinion
-                opinion = judging.judge_metrics(answered[~rule], self.judge_names, seed=self.config.seed)
+                opinion = judging.judge_metrics(answered[~rule], self.judge_names, seed=seed, design=design)
                 out.update({k: opinion[k] for k in ("judge_agreement", "fleiss_kappa") if k in opinion})
         return out
+
+    def _robustness_rows(self, samples: pd.DataFrame) -> list[dict[str, Any]]:
+        """`evekit.robustness`'s rows: per answer its item, option order, correctness and the
+        options it chose (by their original index), and the letters as shown."""
+        by_row = {(it.doc_id, it.fields["permutation"]): it for it in self.items}
+        rows = []
+        for rec in samples.to_dict("records"):
+            item = by_row[(rec["doc_id"], rec["permutation"])]
+            labels, order = item.fields["labels"], item.fields["order"]
+            answer = rec["parsed"] if isinstance(rec.get("parsed"), str) and not rec["unparsed"] else None
+            rows.append({"item": rec["doc_id"], "permutation": rec["permutation"], "failed": bool(rec["failed"]),
+                         "correct": rec["acc"], "chosen": robustness.chosen_options(answer, labels, order),
+                         "labels": labels, "answer": answer, "gold": item.fields["gold"],
+                         **({"cluster": rec[tasks.CLUSTER_COLUMN]} if tasks.CLUSTER_COLUMN in rec else {})})
+        return rows
+
+    def _robustness_metrics(self, samples: pd.DataFrame) -> dict[str, dict]:
+        """robust_acc (right under every option order), consistency (the same option, by content,
+        under every order), acc per order; with cluster_by their intervals resample clusters."""
+        rows = self._robustness_rows(samples)
+        out = robustness.robustness_metrics(rows, self.config.permutations)
+        if self.config.cluster_by:
+            per_item = pd.DataFrame(robustness.item_robustness(rows, self.config.permutations))
+            cluster = {r["item"]: r.get("cluster") for r in rows}
+            per_item["cluster"] = per_item["item"].map(cluster)
+            design = repeats.Design(item_column="item", cluster_column="cluster")
+            for name in ("robust_acc", "consistency"):
+                used = per_item.dropna(subset=[name])
+                out[name] = {**design.interval(used, name, kind="proportion"),
+                             "n_excluded": len(per_item) - len(used)}
+        return out
+
+    def design_table(self) -> pd.DataFrame | None:
+        """With repeats or clusters: per metric its repeat-aware interval, the items and answers
+        behind it, the design effect, the shares of the interval's variance due to run-to-run noise
+        (more repeats shrink it) and to which items were drawn (only more items do), and the
+        half-width one would expect with twice the repeats or twice the items (Miller 2024). With
+        permutations: robust accuracy, consistency and accuracy under each option order. None (and
+        a line saying how to ask for it) otherwise."""
+        c = self.config
+        if self.design is None and not c.permutations:
+            print("One answer per item, no clusters, no shuffled options: set repeats, cluster_by or "
+                  "permutations to see run-to-run variance, clustered intervals or robust accuracy.")
+            return None
+        metrics = self.metrics or self.compute_metrics()
+        rows: dict[str, dict[str, Any]] = {}
+        for name, m in metrics.items():
+            if c.permutations and (name in ("robust_acc", "consistency") or name.startswith("acc_permutation_")):
+                rows[name] = {k: m.get(k) for k in ("value", "ci_low", "ci_high", "n", "method")}
+            elif self.design is not None and "n_answers" in m:
+                row = {k: m.get(k) for k in ("value", "ci_low", "ci_high", "n", "n_answers", "n_clusters",
+                                              "design_effect", "share_within", "share_between", "method")}
+                if c.repeats > 1 and pd.notna(m.get("var_within")):
+                    row["± now"] = (m["ci_high"] - m["ci_low"]) / 2
+                    row["± with 2× repeats"] = repeats.projected_interval(m, repeats=2 * m["repeats"])["half_width"]
+                    row["± with 2× items"] = repeats.projected_interval(m, items=2 * m["n"])["half_width"]
+                rows[name] = row
+        table = pd.DataFrame.from_dict(rows, orient="index").dropna(axis=1, how="all")
+        table.index.name = "metric"
+        for count in ("n", "n_answers", "n_clusters"):
+            if count in table:
+                table[count] = table[count].astype("Int64")
+        return shown(table.round(4))
+
+    def position_preference(self) -> pd.DataFrame | None:
+        """How often each option position is answered against how often the gold is there, over every
+        option order (None without permutations): a letter-position bias shows as the two far apart."""
+        if self.samples is None or "permutation" not in self.samples:
+            return None
+        pref = robustness.position_preference(self._robustness_rows(self.samples))
+        return pd.DataFrame(pref["table"]).set_index("position")
 
     def baselines(self) -> dict[str, dict] | None:
         """Chance and the best constant answer on the items answered (tasks with a gold label)."""
         assert self.samples is not None, "run generate() first"
-        return tasks.baselines(self.task, self.items, self.samples)
+        primary = self.primary
+        if "repeat" in primary:  # chance and the constant answer need each item once
+            primary = primary[primary["repeat"] == 0]
+        return tasks.baselines(self.task, self.base_items, primary)
+
+    def choices_only_baseline(self) -> dict[str, Any] | None:
+        """acc with the question withheld (`choices_only`): how much of the score the options alone
+        explain. None when not asked for."""
+        if self.choices_only_samples is None:
+            return None
+        acc = tasks.task_metrics(self.task, self.choices_only_samples, seed=self.config.seed).get("acc")
+        return None if acc is None else {**acc, "note": "the options alone: the question withheld"}
 
     def metrics_table(self) -> pd.DataFrame:
         """Metrics with their interval (and its method); for tasks with a gold label also the rows
@@ -540,14 +720,20 @@ class TaskRun(NotebookRun):
             constant = base["most_frequent"]
             rows["acc (chance)"] = dict(base["chance"])
             rows[f'acc (always "{constant["answer"]}")'] = {k: v for k, v in constant.items() if k != "answer"}
+
             note = tasks.baseline_note(metrics, base)
             if note:
                 print(f"Note: {note}")
                 if note not in self.notes:
                     self.notes.append(note)
+        alone = self.choices_only_baseline()
+        if alone:
+            rows["acc (choices only)"] = {k: v for k, v in alone.items() if k != "note"}
         table = pd.DataFrame.from_dict(rows, orient="index")
+        # The design's details (variance shares, design effect, ...) are design_table()'s.
+        table = table.drop(columns=[c for c in DESIGN_DETAILS if c in table])
         table.index.name = "metric"
-        for count in ("n", "n_informative", "n_boot", "n_defined"):  # counts, never 26.0
+        for count in ("n", "n_informative", "n_boot", "n_defined", "n_answers", "n_clusters"):  # counts, never 26.0
             if count in table:
                 table[count] = table[count].astype("Int64")
         # "–" where a number does not apply (the method column says why), never a bare NaN.
@@ -680,6 +866,10 @@ class TaskRun(NotebookRun):
                 figs["judge_agreement.png"] = plots.heatmap(
                     judging.cohen_kappa_matrix(self.answered, self.judge_names),
                     title=f"Cohen's kappa between judges · {title}", vmin=-1, vmax=1, cmap="RdBu").figure
+        pref = self.position_preference()
+        if pref is not None:
+            figs["position_preference.png"] = plots.position_preference(pref, orders=self.config.permutations,
+                                                                        title=title)
         if GROUP_PLOT in self.figures:  # drawn by by_group(), which may come first
             figs[GROUP_PLOT] = self.figures[GROUP_PLOT]
         self.figures = figs
@@ -720,6 +910,19 @@ class TaskRun(NotebookRun):
         groups = self._group_extra()
         if groups:
             extra["by_group"] = groups
+        alone = self.choices_only_baseline()
+        if alone:
+            extra["choices_only"] = alone
+        if self.config.permutations:
+            pref = self.position_preference()
+            if pref is not None:
+                extra["position_preference"] = pref.reset_index().to_dict("records")
+        design = self.design
+        if design is not None or self.config.permutations:
+            c = self.config
+            extra["design"] = {"repeats": c.repeats, "repeat_over": c.repeat_over if c.repeats > 1 else None,
+                               "reducer": c.reducer, "cluster_by": c.cluster_by, "permutations": c.permutations,
+                               "fewshot_split": c.fewshot_split}
         return extra
 
     def save(self) -> Path:
@@ -761,6 +964,7 @@ class TaskRun(NotebookRun):
                     else {"prompt": request.prompt})
             out.append({
                 "doc_id": item.doc_id,
+                **{k: item.fields[k] for k in ("repeat", "permutation") if k in item.fields},
                 "api": request.api,
                 **sent,
                 "item_prompt": self.task.item_prompt(item, api),
