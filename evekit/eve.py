@@ -172,7 +172,9 @@ def eve_format(path: str | Path) -> Format | None:
     try:
         data = load_eve_yaml(path)
     except ParameterError:
-        return None
+        # A file with EVE's tags that does not read is EVE's: `convert` then says what is wrong.
+        text = path.read_text(encoding="utf-8", errors="replace")[:MAX_BYTES]
+        return "evals" if re.search(r"!(ref|str|int|float|bool)\b", text) else None
     return _format_of(data)
 
 

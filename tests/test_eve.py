@@ -197,6 +197,27 @@ def test_files_are_recognised_by_content_not_by_name(tmp_path):
     assert eve.eve_format(write(tmp_path / "x.yaml", "models_a: [{name: a, file: a.csv}]\nmodels_b: []\n")) == "win_rate_config"
 
 
+def test_plan_and_batch_export_take_eves_files(tmp_path, monkeypatch, keys, capsys):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("EVEKIT_SERVER_URL", "http://127.0.0.1:9/v1")  # never called: nothing is sent
+    assert cli.main(["plan", str(EXAMPLES / "evals.yaml")]) == 0
+    plan = pd.read_csv(tmp_path / "outputs" / "eve" / "eval_results" / "plan.csv")
+    assert plan["run"].astype(str).str.contains("open_ended").any() and plan["to_send"].fillna(0).sum() > 0
+    out = tmp_path / "batch.jsonl"
+    assert cli.main(["batch", "export", str(EXAMPLES / "evals.yaml"), "--out", str(out)]) == 0
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(lines) == 4 + 3  # the answers of both runs (judge calls come in the next round)
+    assert {line["body"]["model"] for line in lines} == {"smollm2-135m-instruct"}
+    assert MODEL_KEY.encode() not in tree_text(tmp_path)
+
+
+def test_a_file_with_a_bad_tag_is_still_read_as_eves_and_explained(tmp_path, capsys):
+    f = write(tmp_path / "evals.yaml", "models:\n  - name: m\n    base_url: http://x/v1\n    tasks: !ref [a, b]\n")
+    assert eve.eve_format(f) == "evals"
+    assert cli.main(["run", str(f)]) == 2
+    assert "!ref takes a name" in capsys.readouterr().err
+
+
 # -- EVE's CSVs ------------------------------------------------------------------------------------
 EVE_HEADER = ["doc_id", "doc\\\\.Question", "target", "filtered_resps", "acc", "arguments", "doc", "doc\\\\.Answer",
               "doc\\\\.Choices", "doc_hash", "filter", "metrics", "prompt_hash", "resps", "target_hash"]
