@@ -639,10 +639,13 @@ def _convert_win_rate(path: Path, data: _Map, env: dict[str, str]) -> EveConvers
     templates = {k: str(output.get(k) or WIN_DEFAULTS[k]) for k in WIN_DEFAULTS if k != "output_dir"}
     for name, template in templates.items():
         try:
-            template.format(model_a="a", model_b="b")
+            filled = template.format(model_a="a", model_b="b")
         except (KeyError, IndexError, ValueError):
             raise where.error(output, name, f"output.{name}", f"{template!r}: only {{model_a}} and {{model_b}} "
                               "may be filled in") from None
+        if Path(filled).name != filled or filled.startswith(".") or "\\" in filled:
+            raise where.error(output, name, f"output.{name}", f"{template!r} must be a file name in "
+                              "output.output_dir (no folder, no leading dot)")
     eve = {"eve_dir": values["output_dir"], "templates": templates,
            "save_results": bool(output.get("save_results", True)),
            "save_visualizations": bool(output.get("save_visualizations", True))}

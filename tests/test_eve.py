@@ -177,6 +177,16 @@ def test_a_literal_key_is_refused_before_anything_is_written_and_never_echoed(tm
     assert sorted(p.name for p in tmp_path.iterdir()) == ["eve.yaml"]  # no outputs, no converted files
 
 
+@pytest.mark.parametrize("template", ["../../escape_{model_a}.csv", "sub/results.csv", ".hidden_{model_b}.csv",
+                                      "results_{model_c}.csv"])
+def test_eves_file_name_templates_stay_in_the_output_folder(tmp_path, keys, template):
+    text = (EXAMPLES / "win_rate_config.yaml").read_text()
+    f = write(tmp_path / "win_rate_config.yaml",
+              text.replace('results_filename: "results_{model_a}_vs_{model_b}.csv"', f'results_filename: "{template}"'))
+    with pytest.raises(ParameterError, match=r"win_rate_config.yaml:\d+: output.results_filename"):
+        eve.convert(f)
+
+
 def test_the_example_win_rate_config_converts_with_its_seed_stated(keys):
     conv = eve.convert(EXAMPLES / "win_rate_config.yaml")
     (run,) = conv.runs
@@ -340,6 +350,15 @@ def test_the_example_files_run_unchanged_and_their_conversion_makes_the_same_cal
     assert stub.stats()["total"] == sent
     after = {t: json.loads((task_dir / t / "results.json").read_text())["metrics"] for t in before}
     assert after == before
+    # the same for the win rate: its converted file replays every judge call, with the same numbers
+    metrics_json = next((wr / "win_rate_config" / "win_rate").glob("*/metrics.json"))
+    wr_before = json.loads(metrics_json.read_text())
+    assert cli.main(["convert-eve", win_rate, "--out", str(converted / "wr")]) == 0
+    (wr_file,) = (converted / "wr").glob("*.yaml")
+    assert cli.main(["run", str(wr_file), "--no-html", "--progress-every", "0"]) == 0
+    assert stub.stats()["total"] == sent
+    wr_after = json.loads(metrics_json.read_text())
+    assert (wr_after["metrics"], wr_after["eve_definitions"]) == (wr_before["metrics"], wr_before["eve_definitions"])
     eee = json.loads((task_dir / "open_ended" / "results.eee.jsonl").read_text())
     raw = json.loads(eee["eval_library"]["additional_details"]["raw_results"])
     assert isinstance(raw, list) and "failed_instances" in raw[0]
