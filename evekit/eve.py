@@ -30,6 +30,7 @@ from typing import Any, Iterable, Literal, Sequence
 import yaml
 
 from evekit.batch.paramfiles import MAX_BYTES, _LimitedLoader
+from evekit.endpoints import url_credentials_problem
 from evekit.errors import ParameterError, unknown_names
 from evekit.paths import output_path, safe_name
 from evekit.runs.kind import RunKind
@@ -302,7 +303,7 @@ def _key_env(value: Any, where: str) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str):
-        raise ParameterError(f"{where}: expected `${{NAME}}` (an environment variable), got a {type(value).__name__}")
+        raise ParameterError(f"{where}: expected `${{NAME}}` (an environment variable), got {_kind_of(value)}")
     text = value.strip()
     if text.lower() in _NO_KEY:
         return None
@@ -330,6 +331,9 @@ def normalize_base_url(url: Any, where: str) -> str:
         stripped = text.rstrip("/")
         if stripped.lower().endswith(suffix):
             text = stripped[: -len(suffix)]
+    problem = url_credentials_problem(text, where)  # a key in a URL is refused like a key in the file
+    if problem:
+        raise ParameterError(f"{problem} (nothing was run or written)")
     return text.rstrip("/") if text != _PASSED_THROUGH else text
 
 
@@ -352,9 +356,15 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_-]+", "-", str(text)).strip("-") or "x"
 
 
+def _kind_of(value: Any) -> str:
+    """How an error names a value's type: YAML's words, not the reader's classes."""
+    return "a mapping" if isinstance(value, dict) else "a list" if isinstance(value, list) else \
+        "a text value" if isinstance(value, str) else type(value).__name__  # text is not echoed: it may be a key
+
+
 def _check_keys(mapping: Any, allowed: Iterable[str], where: str, what: str) -> None:
     if not isinstance(mapping, dict):
-        raise ParameterError(f"{where}: expected a mapping ({what}), got {type(mapping).__name__}")
+        raise ParameterError(f"{where}: expected a mapping ({what}), got {_kind_of(mapping)}")
     unknown = [k for k in mapping if k not in set(allowed)]
     problem = unknown_names(unknown, list(allowed), what="key")
     if problem:

@@ -187,6 +187,14 @@ def test_eves_file_name_templates_stay_in_the_output_folder(tmp_path, keys, temp
         eve.convert(f)
 
 
+def test_a_key_in_a_base_url_is_refused_and_not_echoed(tmp_path):
+    f = write(tmp_path / "evals.yaml", f"models:\n  - name: m\n    base_url: https://user:{LITERAL}@host/v1/chat/completions"
+                                       "\n    tasks: [open_ended]\n")
+    with pytest.raises(ParameterError) as info:
+        eve.convert(f)
+    assert f"{f}:3: models[0].base_url" in str(info.value) and LITERAL not in str(info.value)
+
+
 def test_the_example_win_rate_config_converts_with_its_seed_stated(keys):
     conv = eve.convert(EXAMPLES / "win_rate_config.yaml")
     (run,) = conv.runs
