@@ -447,6 +447,12 @@ def build_win_rate() -> nbformat.NotebookNode:
                           "share of questions on which all judges gave the same verdict. *failed*: questions\nwithout a "
                           "usable verdict (excluded)."),
         code("run.summary_table()"),
+        new_markdown_cell("### The same by EVE's definitions\n\nEVE's win-rate script counts every judge decision "
+                          "on its own (both orders, when judged both ways), keeps a\nfailed decision in a judge's total "
+                          "(not in its alpaca denominator), pools wins over all decisions\n(`aggregate/<model>_win_rate`) "
+                          "and reports `win_rate_difference` as model_b - model_a. `metrics.json` keeps\nthese under "
+                          "`eve_definitions`, beside evekit's figures."),
+        code("run.eve_table()"),
         new_markdown_cell("## Plots\n\nShare of questions won, tied and lost per judge; position bias with its 95% "
                           "interval; how often each pair\nof judges agreed."),
         code("run.plots()"),

@@ -15,7 +15,7 @@ import pytest
 import evekit
 from evekit import cli, eve
 from evekit.errors import ParameterError
-from evekit.runs.win_rate.eve_definitions import eve_definitions, eve_summary_table
+from evekit.runs.win_rate.eve_definitions import eve_definitions, eve_summary_table, eve_view
 from evekit.runs.win_rate.matching import doc_column, read_answers
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -308,6 +308,9 @@ def test_eve_definitions_count_every_decision_as_eve_does():
     assert m[f"judge_agreement/majority_{b}"] == 2 and m["judge_agreement/split_decisions"] == 1
     # j1: a shown first on q0, q2, q4 -> won q0 of 3; second on q1, q3 -> won q1 of 2
     assert m[f"position_bias/j1/{a}_win_rate_at_A"] == 1 / 3 and m[f"position_bias/j1/{a}_win_rate_at_B"] == 1 / 2
+    view = eve_view(_decisions(), "A", "B", ["j1", "j2"])
+    assert view.loc["all judges pooled (aggregate/)", "decisions"] == 10
+    assert view.loc["average over judges (aggregate/avg_)", "win_rate_difference (b - a)"] == pytest.approx(0.1)
     summary = eve_summary_table(_decisions(), ["j1", "j2"])
     assert summary.loc["j1", "errors"] == 1 and summary.loc["j1", "model_a_win_rate"] == 40.0  # EVE's percent
 

@@ -29,7 +29,7 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
-__all__ = ["eve_name", "per_judge", "eve_definitions", "eve_summary_table", "eve_metrics_table"]
+__all__ = ["eve_name", "per_judge", "eve_definitions", "eve_view", "eve_summary_table", "eve_metrics_table"]
 
 
 def eve_name(name: str) -> str:
@@ -175,3 +175,37 @@ def eve_metrics_table(results: pd.DataFrame, name_a: str, name_b: str, judges: S
         values.append(("avg_position_bias_difference", d["aggregate/avg_position_bias_difference"]))
     return pd.DataFrame([{"model_name": name_b, "task": task, "subtask": "win_rate", "opponent": name_a,
                           "metric": k, "value": v} for k, v in values])
+
+
+def eve_view(results: pd.DataFrame, name_a: str, name_b: str, judges: Sequence[str]) -> pd.DataFrame:
+    """For reading beside evekit's summary: per judge, pooled and averaged over judges, the numbers
+    by EVE's definitions (every decision counted; failed ones in `total`), with EVE's agreement and
+    its win_rate_difference (model_b - model_a)."""
+    stats = per_judge(results, judges)
+    d = eve_definitions(results, name_a, name_b, judges)
+    a, b = eve_name(name_a), eve_name(name_b)
+    rows = [{"by": judge, f"{name_a} wins": s["model_a_wins"], f"{name_b} wins": s["model_b_wins"], "ties": s["ties"],
+             "failed": s["errors"], "decisions": s["total"], f"win_rate {name_a}": s["model_a_win_rate"],
+             f"win_rate {name_b}": s["model_b_win_rate"], f"alpaca_win_rate {name_a}": s["model_a_alpaca_win_rate"],
+             f"alpaca_win_rate {name_b}": s["model_b_alpaca_win_rate"]} for judge, s in stats.items()]
+    if stats:
+        rows.append({"by": "all judges pooled (aggregate/)", f"{name_a} wins": d[f"aggregate/{a}_wins"],
+                     f"{name_b} wins": d[f"aggregate/{b}_wins"], "ties": d["aggregate/ties"],
+                     "failed": sum(s["errors"] for s in stats.values()),
+                     "decisions": sum(s["total"] for s in stats.values()),
+                     f"win_rate {name_a}": d[f"aggregate/{a}_win_rate"], f"win_rate {name_b}": d[f"aggregate/{b}_win_rate"],
+                     f"alpaca_win_rate {name_a}": d[f"aggregate/{a}_alpaca_win_rate"],
+                     f"alpaca_win_rate {name_b}": d[f"aggregate/{b}_alpaca_win_rate"]})
+        rows.append({"by": "average over judges (aggregate/avg_)",
+                     f"win_rate {name_a}": d[f"aggregate/avg_{a}_win_rate"],
+                     f"win_rate {name_b}": d[f"aggregate/avg_{b}_win_rate"],
+                     f"alpaca_win_rate {name_a}": d[f"aggregate/avg_{a}_alpaca_win_rate"],
+                     f"alpaca_win_rate {name_b}": d[f"aggregate/avg_{b}_alpaca_win_rate"],
+                     "win_rate_difference (b - a)": d.get("aggregate/win_rate_difference"),
+                     "unanimous_rate": d.get("judge_agreement/unanimous_rate")})
+    if not rows:
+        return pd.DataFrame()
+    table = pd.DataFrame(rows).set_index("by").round(3)
+    counts = [f"{name_a} wins", f"{name_b} wins", "ties", "failed", "decisions"]
+    table[counts] = table[counts].astype("Int64")  # counts as counts; the averaged row has none
+    return table
