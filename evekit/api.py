@@ -189,6 +189,8 @@ def main_eval(args: argparse.Namespace) -> int:
     from evekit.scaffold import parse_judge
 
     try:
+        if args.jobs < 1:
+            raise ParameterError(f"--jobs {args.jobs}: must be at least 1")
         params: dict[str, Any] = {}
         for item in args.set:
             name, sep, text = item.partition("=")

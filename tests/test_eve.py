@@ -433,6 +433,11 @@ def test_evaluate_in_process_returns_the_metrics_table(tmp_path, monkeypatch, st
     (folder,) = res.paths
     assert folder == tmp_path / "outputs" / "stub-model" / "stub-model" / "mcqa_single_answer"
     assert (folder / "samples.csv").is_file() and res.ok
+    judged = evekit.evaluate(model="stub-model", base_url=stub.base_url, tasks=["open_ended"], notebook=False,
+                             judges=[{"name": "j", "model": "judge", "base_url": stub.base_url, "api_key_env": None}],
+                             dataset=str(ROOT / "data" / "open_ended.jsonl"), limit=2, max_tokens=8,
+                             cache_dir=str(tmp_path / "cache"))
+    assert "llm_as_judge" in set(judged.metrics["metric"])  # the one judge
     with pytest.raises(ParameterError, match="unknown parameter 'limt'"):
         evekit.evaluate(model="m", base_url=stub.base_url, task="open_ended", limt=3)
     with pytest.raises(ParameterError, match="name a task"):
