@@ -689,7 +689,9 @@ def _carry_tracking(conv: EveConversion, wandb: Any, where: _Where) -> None:
             from evekit.tracking import TrackingConfig  # type: ignore[import-not-found]
 
             config = TrackingConfig.from_eve_wandb(block)
-            value = config.as_dict() if hasattr(config, "as_dict") else dict(vars(config))
+            if config is None:
+                return
+            value = config.public() if hasattr(config, "public") else config.as_dict()
         except Exception as exc:  # noqa: BLE001 - tracking never stops an evaluation
             conv.notes.append(f"wandb: not converted to evekit's tracking ({exc}); the runs go untracked")
             return
