@@ -6,6 +6,7 @@ import argparse
 import signal
 import sys
 import threading
+import time
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -67,17 +68,17 @@ def _run(args: argparse.Namespace) -> int:
     conversions = _eve_expanded(args, "run")
     if conversions is None:
         return 2
+    started = time.time()
     try:
-        code = run_batch(args.params, serve=args.serve, output_dir=args.output_dir,
+        return run_batch(args.params, serve=args.serve, output_dir=args.output_dir,
                          html=not args.no_html, notebooks_dir=args.notebooks_dir,
                          progress_every=args.progress_every, jobs=args.jobs, fresh_kernels=args.fresh_kernels)
-        if code != 2:  # 2: the files were refused, nothing ran
-            for path in write_eve_layout(conversions):
-                print(f"EVE layout: {path}")
-        return code
     except KeyboardInterrupt:
         print("evekit run: interrupted; the embedded server (if any) was stopped", file=sys.stderr)
         return 130
+    finally:  # EVE's files: their outputs copied into EVE's layout too (what ran; nothing else)
+        for path in write_eve_layout(conversions, since=started):
+            print(f"EVE layout: {path}")
 
 
 def _positive_int(text: str) -> int:

@@ -22,7 +22,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Literal, Sequence
@@ -828,10 +827,14 @@ def _eve_samples(samples_csv: Path) -> "Any":
     return out
 
 
-def write_eve_layout(conversions: Sequence[EveConversion]) -> list[Path]:
-    """After the runs: EVE's files beside evekit's, from what the runs wrote (a run that wrote
-    nothing is said, not invented)."""
+def write_eve_layout(conversions: Sequence[EveConversion], since: float | None = None) -> list[Path]:
+    """After the runs: EVE's files beside evekit's, from what the runs wrote (`since`: only files
+    written at or after that time, so a run that failed now leaves no copy of an older result)."""
     written: list[Path] = []
+
+    def fresh(path: Path) -> bool:
+        return path.is_file() and (since is None or path.stat().st_mtime >= since - 1)
+
     for conv in conversions:
         for run in conv.runs:
             try:
@@ -841,8 +844,7 @@ def write_eve_layout(conversions: Sequence[EveConversion]) -> list[Path]:
             eve_dir = output_path(run.eve["eve_dir"])
             if run.kind is TASK_KIND:
                 samples = params.out_dir / "samples.csv"
-                if not samples.is_file():
-                    print(f"  EVE layout: no {samples} (the run of {run.filename} did not finish)", file=sys.stderr)
+                if not fresh(samples):  # the run did not finish (or never started): nothing to copy
                     continue
                 target = _eve_samples_path(run)
                 target.parent.mkdir(parents=True, exist_ok=True)
@@ -856,8 +858,7 @@ def write_eve_layout(conversions: Sequence[EveConversion]) -> list[Path]:
             for a in sides[0]:
                 for b in sides[1]:
                     folder = params.run_dir / WIN_RATE_KIND.name / f"{safe_name(a.name)}_vs_{safe_name(b.name)}"
-                    if not (folder / "results.csv").is_file():
-                        print(f"  EVE layout: no {folder / 'results.csv'} (the win rate did not finish)", file=sys.stderr)
+                    if not fresh(folder / "results.csv"):
                         continue
                     t = {k: v.format(model_a=eve_sanitize(a.name), model_b=eve_sanitize(b.name))
                          for k, v in run.eve["templates"].items()}
