@@ -207,6 +207,21 @@ def test_the_example_win_rate_config_converts_with_its_seed_stated(keys):
     assert run.eve["templates"]["results_filename"] == "results_{model_a}_vs_{model_b}.csv"
 
 
+def test_an_enabled_wandb_block_goes_to_tracking_or_is_said_to_be_kept_aside(tmp_path, keys):
+    from evekit.runs.win_rate.params import WinRateParams
+
+    text = (EXAMPLES / "win_rate_config.yaml").read_text().replace("wandb:\n  enabled: false", "wandb:\n  enabled: true")
+    conv = eve.convert(write(tmp_path / "win_rate_config.yaml", text))
+    (run,) = conv.runs
+    if "tracking" in WinRateParams.names():  # evekit's tracking (evekit.tracking) is there
+        assert run.values["tracking"]["backend"] == "wandb"
+        assert run.values["tracking"]["project"] == "eve-win-rate-evaluation"
+        run.params()  # valid as evekit's tracking parameter
+    else:
+        assert "tracking" not in run.values and any("wandb: kept aside" in n for n in conv.notes)
+    assert conv.tracking["project"] == "eve-win-rate-evaluation"
+
+
 def test_files_are_recognised_by_content_not_by_name(tmp_path):
     assert eve.eve_format(EXAMPLES / "evals.yaml") == "evals"
     assert eve.eve_format(EXAMPLES / "win_rate_config.yaml") == "win_rate_config"
