@@ -97,6 +97,22 @@ def _prepare(args: argparse.Namespace) -> int:
     return prepare_main(args.dest, args.dataset or [], include_eve=not args.no_eve)
 
 
+def _label(args: argparse.Namespace) -> int:
+    from evekit.errors import DataError, ParameterError
+    from evekit.labels import draw_path, sample_sheet
+    from evekit.paths import display_path
+
+    try:
+        sheet = sample_sheet(args.run_dir, args.n, seed=args.seed, out=args.out)
+    except (DataError, ParameterError) as exc:
+        print(f"evekit label sample: {exc}", file=sys.stderr)
+        return 1
+    print(f"wrote {display_path(sheet)} ({args.n} items to label: 1 = PASS, 0 = FAIL; pairwise A / B / tie) and "
+          f"the draw record {display_path(draw_path(sheet))}; fill the label column, then set "
+          f"expert_labels: {display_path(sheet)} in the run's parameter file and run it again (from the cache)")
+    return 0
+
+
 def _plan(args: argparse.Namespace) -> int:
     from evekit.batch.plan import main as plan_main
 
@@ -156,7 +172,8 @@ def main(argv: list[str] | None = None) -> int:
     files.add_argument("params", nargs="+", help="YAML files named <notebook>[.<variant>].yaml")
     files.add_argument("--notebooks-dir", default=None, help="where the notebooks are (default: the repo's)")
     parser.add_argument("--version", action="version", version=f"evekit {evekit.__version__}")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{serve,run,eval,plan,batch,init,convert-eve,prepare}")
+    sub = parser.add_subparsers(dest="command", required=True,
+                                metavar="{serve,run,eval,plan,batch,init,convert-eve,prepare,label}")
 
     serve = sub.add_parser("serve", help="start the embedded llama.cpp model server",
                            description="Start the embedded model (SmolLM2-135M-Instruct on llama.cpp's "
@@ -273,6 +290,19 @@ def main(argv: list[str] | None = None) -> int:
                       help="another dataset (hub id or local file) to prepare; repeatable")
     prep.add_argument("--no-eve", action="store_true", help="skip the six EVE datasets")
     prep.set_defaults(func=_prepare)
+
+    label = sub.add_parser("label", help="expert labelling sheets for judge-corrected scores",
+                           description="Draw a uniformly random sample of a judged run's items for an expert "
+                                       "to label (the judges' verdicts left out); the filled sheet, given as "
+                                       "expert_labels, corrects every judged score (prediction-powered "
+                                       "inference).")
+    label_sub = label.add_subparsers(dest="label_command", required=True, metavar="{sample}")
+    sample = label_sub.add_parser("sample", help="write a labelling sheet of N random items of a judged run")
+    sample.add_argument("run_dir", help="a judged task run's folder (with samples.csv) or a win-rate comparison's")
+    sample.add_argument("--n", type=int, required=True, help="how many items to draw")
+    sample.add_argument("--seed", type=int, default=0, help="the draw's seed (recorded beside the sheet)")
+    sample.add_argument("--out", default=None, help="the sheet to write (default: RUN_DIR/labels.csv)")
+    sample.set_defaults(func=_label)
 
     args = parser.parse_args(argv)
     return args.func(args)

@@ -230,7 +230,9 @@ def read_sheet(path: str | Path, run_dir: str | Path, *, allow_blank: bool = Fal
     Errors (one DataError naming every bad line, up to 20): a missing `id` or `label` column, an
     empty id, an id not among the run's items, an id outside the recorded draw, a repeated id,
     a label outside the allowed values, a blank label (unless `allow_blank`: such rows are
-    dropped), a question that differs from the run's (a sheet of another run). A draw record
+    dropped), a question that differs from the run's (a sheet of another run). A row whose
+    `answer` is not the run's answer (a re-run that answered differently) is left out with a
+    note: its label was given to another answer. A draw record
     whose ids are not the re-drawn ones is an error too. `attrs`: "kind", "draw" (the record,
     or None), "notes" (e.g. no draw record, or fewer labels than items drawn).
     """
@@ -256,6 +258,8 @@ def read_sheet(path: str | Path, run_dir: str | Path, *, allow_blank: bool = Fal
         notes.append(f"no draw record ({rec_path.name}) beside the sheet: nothing shows that its items are a "
                      "uniformly random sample of the run, which the correction assumes")
     questions = dict(zip(items["id"], items["question"]))
+    answers = dict(zip(items["id"], items["answer"])) if "answer" in items.columns else None
+    changed: list[int] = []
     errors: list[str] = []
     seen: dict[str, int] = {}
     rows = []
@@ -280,6 +284,9 @@ def read_sheet(path: str | Path, run_dir: str | Path, *, allow_blank: bool = Fal
         if "question" in sheet.columns and _norm(row["question"]) != _norm(questions[ident]):
             errors.append(f"{where}: the question differs from the run's (is the sheet from another run?)")
             continue
+        if answers is not None and "answer" in sheet.columns and _norm(row["answer"]) != _norm(answers[ident]):
+            changed.append(line)  # the label was given to another answer than this run's: not its label
+            continue
         raw = row["label"].strip()
         if not raw:
             if not allow_blank:
@@ -300,6 +307,9 @@ def read_sheet(path: str | Path, run_dir: str | Path, *, allow_blank: bool = Fal
     out = pd.DataFrame(rows, columns=["id", "label", "line"])
     scores = {"A": 1.0, "B": 0.0, "tie": 0.5}
     out.insert(2, "score", [scores[v] if pairwise else float(v) for v in out["label"]])
+    if changed:
+        notes.append(f"{len(changed)} labelled row(s) left out (line(s) {', '.join(map(str, changed[:10]))}): the "
+                     "run's answer differs from the one the expert labelled (a re-run that answered differently)")
     if drawn is not None and len(out) < len(drawn):
         notes.append(f"{len(out)} of the {len(drawn)} items drawn are labelled: leaving items out keeps the "
                      "correction unbiased only if which ones does not depend on the items themselves")

@@ -110,6 +110,17 @@ def proportion_hbar(values: Sequence[float], low: Sequence[float], high: Sequenc
 
 
 # -- task notebooks ----------------------------------------------------------------------------
+def corrected_scores(table: pd.DataFrame, *, title: str = "") -> Figure:
+    """Raw judge, corrected and labels-only estimates with their 95% intervals, one bar each
+    (`TaskRun.corrected_scores`' table, indexed by score)."""
+    ax = proportion_hbar(table["value"], table["ci_low"], table["ci_high"], labels=list(table.index),
+                         n=table["n"] if "n" in table else None, title=title,
+                         xlabel="score with 95% interval (raw: the judges alone; _ppi: corrected by the expert "
+                                "labels; _rg: by the judge validation)")
+    ax.set_xlim(0, 1)
+    return ax.figure
+
+
 
 def letter_bias(samples: pd.DataFrame, *, title: str = "") -> Figure:
     """How often each letter is predicted vs how often it is gold: answer-position bias at a glance."""

@@ -562,8 +562,9 @@ def grouped(task: Task, column: str, key: str = GROUP_COLUMN) -> Task:
 # ---------------------------------------------------------------------------------------------
 # Headline metric: one rule, used by the notebooks, the index and the leaderboard
 
-# What a judged task is scored by, in order of preference: the panel's vote, else the one judge.
-JUDGE_HEADLINES = ("judge_voting", "llm_as_judge")
+# What a judged task is scored by, in order of preference: the panel's vote, else the one judge;
+# corrected by expert labels (PPI++, `evekit.runs.task.corrected`) when the run has them.
+JUDGE_HEADLINES = ("judge_voting_ppi", "llm_as_judge_ppi", "judge_voting", "llm_as_judge")
 
 
 def headline_metric(task: Task | str | None, metric_names: Sequence[str]) -> str | None:

@@ -166,6 +166,13 @@ def build(task: str, spec: dict, *, intro: str | None = None, params: str | None
         cells += [
             new_markdown_cell("## Judge agreement\nPairwise raw agreement and Cohen's kappa between judges."),
             code("run.judge_agreement()"),
+            new_markdown_cell("## Judge-corrected scores\nA judge's pass rate carries its errors. With "
+                              "`expert_labels` (a random draw of this run's items, `evekit label sample`, "
+                              "labelled by an expert) each judged score is also given corrected by "
+                              "prediction-powered inference (`_ppi`), beside the labels alone; with only "
+                              "`judge_validation`, corrected by the validated sensitivity and specificity "
+                              "(`_rg`, assuming the judge errs here as it did there)."),
+            code("run.corrected_scores()"),
         ]
     cells += [
         new_markdown_cell("## Plots"),

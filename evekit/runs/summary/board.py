@@ -234,7 +234,10 @@ def paired_tests(entries: list[Entry], seed: int = 0) -> pd.DataFrame:
             metric, _ = headline(a.results)
             row: dict[str, Any] = {"task": task, "metric": metric, "model_a": a.label, "model_b": b.label}
             other, _ = headline(b.results)
-            sa, sb = samples.scores(a, metric), samples.scores(b, metric)
+            # A corrected headline is compared on its raw verdicts: a corrected paired difference
+            # needs expert labels of both models' answers to the same items.
+            raw = metric[: -len("_ppi")] if metric.endswith("_ppi") else metric
+            sa, sb = samples.scores(a, raw), samples.scores(b, raw)
             if other != metric:
                 rows.append({**row, "note": f"{b.label} is summarised by {other}, {a.label} by {metric}"})
                 continue
@@ -251,7 +254,8 @@ def paired_tests(entries: list[Entry], seed: int = 0) -> pd.DataFrame:
             rows.append({**row, "n_shared": cp["n"], "mean_a": _tidy(x.mean()), "mean_b": _tidy(y.mean()),
                          "difference": cp["diff"], "test": cp["test"], "p_value": cp["p_value"],
                          "ci_low": cp["ci_low"], "ci_high": cp["ci_high"], "ci_method": cp["ci_method"],
-                         "n_discordant": cp.get("n_discordant"), "note": ""})
+                         "n_discordant": cp.get("n_discordant"),
+                         "note": "" if raw == metric else f"compared on the raw {raw} (not on the corrected score)"})
     table = pd.DataFrame(rows, columns=PAIRED_COLUMNS)
     if len(table):
         table["p_holm"] = stats.holm(table["p_value"].to_numpy(float))
@@ -283,7 +287,10 @@ def detectable_differences(entries: list[Entry], *, alpha: float = 0.05, power: 
         for a, b in itertools.combinations(group, 2):
             if headline(b.results)[0] != metric:
                 continue
-            sa, sb = samples.scores(a, metric), samples.scores(b, metric)
+            # A corrected headline is compared on its raw verdicts: a corrected paired difference
+            # needs expert labels of both models' answers to the same items.
+            raw = metric[: -len("_ppi")] if metric.endswith("_ppi") else metric
+            sa, sb = samples.scores(a, raw), samples.scores(b, raw)
             if sa is None or sb is None:
                 continue
             merged = sa.merge(sb, on="doc_id", suffixes=("_a", "_b")).dropna()

@@ -90,6 +90,7 @@ class TaskRun(NotebookRun):
         self.choices_only_items: list[Any] = []
         self.choices_only_requests: list[Any] = []
         self.choices_only_samples: pd.DataFrame | None = None
+        self.corrections: dict[str, Any] = {}  # judge-corrected scores (`expert_labels`, `judge_validation`)
         self.samples: pd.DataFrame | None = None
         self.judge_names: list[str] = []
         self.metrics: dict[str, dict] = {}
@@ -599,6 +600,11 @@ class TaskRun(NotebookRun):
 
         assert self.samples is not None, "run generate() first"
         self.metrics = self._metrics_of(self.samples)
+        self.corrections = self._corrections()
+        self.metrics.update(self.corrections.get("metrics", {}))
+        for note in self.corrections.get("notes", []):
+            if note not in self.notes:
+                self.notes.append(note)
         for m in self.metrics.values():  # an undefined value (null in results.json) says why
             if m.get("note") and m["note"] not in self.notes:
                 self.notes.append(m["note"])
@@ -693,6 +699,65 @@ class TaskRun(NotebookRun):
             return None
         pref = robustness.position_preference(self._robustness_rows(self.samples))
         return pd.DataFrame(pref["table"]).set_index("position")
+
+    def _corrections(self) -> dict[str, Any]:
+        """Each judged score corrected by the expert labels (PPI++), else, with a judge validation,
+        by its validated error rates (Rogan–Gladen); {} when neither applies."""
+        from evekit.runs.task import corrected
+
+        c = self.config
+        if not self.judge_names or self.samples is None or self.answered.empty:
+            return {}
+        primary = self.primary
+        if c.expert_labels:
+            return corrected.expert_corrections(primary, resolve_path(c.expert_labels), self.judge_names,
+                                                group_by=c.group_by)
+        if c.judge_validation and self.task.judge_kind is not None:
+            return corrected.validation_corrections(primary, resolve_path(c.judge_validation), self.judge_names,
+                                                    seed=c.seed)
+        return {}
+
+    def corrected_scores(self) -> pd.DataFrame | None:
+        """Each judged score beside its correction: raw (the judges alone), corrected (PPI++ from
+        the expert labels, or Rogan–Gladen from the judge validation), labels only; the width ratio,
+        the effective number of labels and the labels that would halve the interval; then the
+        judges' agreement with the labels on this task's items. Also drawn (corrected.png).
+        None, with a line saying how to get them, when there is nothing to correct with."""
+        table = self._corrected_table()
+        if table is None:
+            print("No judge-corrected score: set expert_labels (a sheet from `evekit label sample`) or "
+                  "judge_validation to correct the judges' scores for their errors.")
+            return None
+        agreement = self.corrections.get("agreement")
+        if agreement:
+            from IPython.display import display
+
+            display(shown(table.round(4)))
+            print("The judges against the expert labels on this task's labelled items:")
+            return shown(pd.DataFrame(agreement).set_index("judge").round(4))
+        return shown(table.round(4))
+
+    def _corrected_table(self) -> pd.DataFrame | None:
+        metrics = self.metrics or self.compute_metrics()
+        fixed = dict(self.corrections.get("metrics", {}))
+        if not fixed:
+            return None
+        rows = {}
+        for name, m in fixed.items():
+            raw = metrics.get(m["raw"], {})
+            rows[f"{m['raw']} (raw)"] = {k: raw.get(k) for k in ("value", "ci_low", "ci_high", "n", "method")}
+            rows[name] = {k: m.get(k) for k in ("value", "ci_low", "ci_high", "n", "n_labels", "method",
+                                                "width_ratio", "effective_labels", "labels_to_halve", "assumption")}
+            alone = m.get("labels_only")
+            if alone:
+                rows[f"{m['raw']} (labels only)"] = {k: alone.get(k) for k in ("value", "ci_low", "ci_high", "n",
+                                                                                "method")}
+        table = pd.DataFrame.from_dict(rows, orient="index").dropna(axis=1, how="all")
+        table.index.name = "score"
+        for count in ("n", "n_labels", "labels_to_halve"):
+            if count in table:
+                table[count] = pd.to_numeric(table[count]).astype("Int64")
+        return table
 
     def baselines(self) -> dict[str, dict] | None:
         """Chance and the best constant answer on the items answered (tasks with a gold label)."""
@@ -866,6 +931,9 @@ class TaskRun(NotebookRun):
                 figs["judge_agreement.png"] = plots.heatmap(
                     judging.cohen_kappa_matrix(self.answered, self.judge_names),
                     title=f"Cohen's kappa between judges · {title}", vmin=-1, vmax=1, cmap="RdBu").figure
+        corrected = self._corrected_table()
+        if corrected is not None:
+            figs["corrected.png"] = plots.corrected_scores(corrected, title=title)
         pref = self.position_preference()
         if pref is not None:
             figs["position_preference.png"] = plots.position_preference(pref, orders=self.config.permutations,
@@ -913,6 +981,9 @@ class TaskRun(NotebookRun):
         alone = self.choices_only_baseline()
         if alone:
             extra["choices_only"] = alone
+        if self.corrections.get("agreement"):
+            extra["expert_labels"] = {"sheet": self.config.expert_labels, "n_labels": self.corrections["n_labels"],
+                                      "agreement": self.corrections["agreement"]}
         if self.config.permutations:
             pref = self.position_preference()
             if pref is not None:

@@ -1,0 +1,99 @@
+"""Judge-corrected scores of a judged task run (`expert_labels`, `judge_validation`).
+
+With a filled labelling sheet (`evekit label sample`, then an expert's labels), each judged score
+gets its prediction-powered (PPI++) estimate: `<metric>_ppi` beside `<metric>` (the panel's vote
+`judge_voting`, or the one judge's `llm_as_judge`, and `llm_as_judge_<judge>` per judge), with the
+labels-only estimate, the width ratio and the labels that would halve the interval
+(`evekit.correction.ppi_mean`); and the judges' agreement with the labels on this task's own items.
+With only a judge validation (no sheet), the Rogan–Gladen correction from its sensitivity and
+specificity: `<metric>_rg`, which assumes the judge errs here as it did there, and says so.
+
+The sheet is checked against the run's own samples (`evekit.labels.read_sheet`): the samples are
+written to a scratch folder as save() writes them, so a sheet drawn from an earlier run of the same
+answers (a cached re-run) is proven to be that run's random draw.
+"""
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, Sequence
+
+import pandas as pd
+
+from evekit import correction, labels
+from evekit.errors import DataError
+from evekit.paths import display_path
+
+__all__ = ["verdict_metrics", "expert_corrections", "validation_corrections", "PPI_SUFFIX", "RG_SUFFIX"]
+
+PPI_SUFFIX = "_ppi"
+RG_SUFFIX = "_rg"
+
+
+def verdict_metrics(judge_names: Sequence[str]) -> dict[str, str]:
+    """{judged metric: its samples column}: the vote and each judge (several judges), or the one judge."""
+    names = list(judge_names)
+    if len(names) == 1:
+        return {"llm_as_judge": f"judge_{names[0]}"}
+    return {"judge_voting": "judge_voting", **{f"llm_as_judge_{n}": f"judge_{n}" for n in names}}
+
+
+def _scratch_run(samples: pd.DataFrame, group_by: str | None, folder: Path) -> Path:
+    samples.to_csv(folder / "samples.csv", index=False)
+    (folder / "results.json").write_text(json.dumps({"params": {"group_by": group_by}}))
+    return folder
+
+
+def expert_corrections(samples: pd.DataFrame, sheet: str | Path, judge_names: Sequence[str], *,
+                       group_by: str | None = None, level: float = 0.95) -> dict[str, Any]:
+    """{"metrics": {<metric>_ppi: ...}, "agreement": per-judge table vs the labels (records),
+    "n_labels", "notes"} for a task run's `samples` and a filled sheet; a bad sheet is a DataError
+    naming the file and its lines (`labels.read_sheet`)."""
+    from evekit.judges.validation import pointwise_table
+
+    with tempfile.TemporaryDirectory(prefix="evekit-labels-") as tmp:
+        folder = _scratch_run(samples, group_by, Path(tmp))
+        try:
+            sheet_rows = labels.read_sheet(sheet, folder)
+        except DataError as exc:
+            raise DataError(f"expert_labels: {exc}".replace(display_path(folder), "this run")) from None
+        by_id = sheet_rows.set_index("id")["score"]
+        out: dict[str, Any] = {}
+        verdicts_by_metric = {metric: labels.run_verdicts(folder, column)
+                              for metric, column in verdict_metrics(judge_names).items()}
+    for metric, verdicts in verdicts_by_metric.items():
+        res = correction.corrected_score(verdicts, by_id, level=level)
+        out[metric + PPI_SUFFIX] = {**res, "raw": metric, "labels": display_path(Path(sheet)),
+                                    "n_labels": int(len(by_id))}
+    # The judges' agreement with the labels on the labelled items (the validation table's shape).
+    names = list(judge_names)
+    per_judge = {n: verdicts_by_metric["llm_as_judge" if len(names) == 1 else f"llm_as_judge_{n}"] for n in names}
+    judged = pd.DataFrame({f"judge_{n}": v.reindex(by_id.index).to_numpy(float) for n, v in per_judge.items()})
+    vote = verdicts_by_metric.get("judge_voting", per_judge[names[0]])
+    judged["judge_voting"] = vote.reindex(by_id.index).to_numpy(float)
+    items = [SimpleNamespace(label=float(v)) for v in by_id]
+    agreement = pointwise_table(items, judged, names)
+    return {"metrics": out, "agreement": agreement.to_dict("records"), "n_labels": int(len(by_id)),
+            "notes": list(sheet_rows.attrs.get("notes", []))}
+
+
+def validation_corrections(samples: pd.DataFrame, validation: str | Path, judge_names: Sequence[str], *,
+                           level: float = 0.95, seed: int = 0) -> dict[str, Any]:
+    """{"metrics": {<metric>_rg: ...}, "notes"}: each judged score corrected by the validated
+    sensitivity and specificity of the same judge (or vote) in the judge validation's verdicts.csv;
+    a judge the validation did not measure gets a note, not a number."""
+    used = samples[~samples["failed"].astype(bool)] if "failed" in samples else samples
+    out: dict[str, Any] = {}
+    notes = []
+    for metric, column in verdict_metrics(judge_names).items():
+        try:
+            counts = labels.validation_counts(validation, "judge_voting" if column == "judge_voting" else column)
+        except DataError as exc:
+            notes.append(f"{metric}: no Rogan–Gladen correction ({exc})")
+            continue
+        res = correction.rogan_gladen(pd.to_numeric(used[column], errors="coerce"), level=level, seed=seed,
+                                      sensitivity=counts["sensitivity"], specificity=counts["specificity"])
+        out[metric + RG_SUFFIX] = {**res, "raw": metric, "validation": display_path(Path(validation))}
+    return {"metrics": out, "notes": notes}

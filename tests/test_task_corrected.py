@@ -1,0 +1,149 @@
+"""Judge-corrected scores in a judged task run (issue 31): `evekit label sample` draws the sheet, an
+expert fills it, `expert_labels` corrects every judged score (PPI++), `judge_validation` alone gives
+the Rogan–Gladen correction; the headline, results.json, the plot and the summary follow."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from evekit import correction
+from evekit.cli import main as cli
+from evekit.errors import DataError, ParameterError
+from evekit.runs.task.run import TaskRun
+
+sys.path.insert(0, str(Path(__file__).parent))
+from stub_server import StubServer  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+JUDGES = ("strict", "warm")
+
+
+@pytest.fixture(scope="module")
+def stubs():
+    with StubServer(latency=0.0) as model, StubServer(latency=0.0, verdicts=True) as judges:
+        yield model, judges
+
+
+def _run(tmp_path: Path, stubs, judges=JUDGES, **extra) -> TaskRun:
+    model, judge = stubs
+    run = TaskRun.from_notebook({
+        "task": "open_ended", "model_name": "stub", "base_url": model.base_url, "api_key_env": None,
+        "dataset": str(ROOT / "data" / "open_ended.jsonl"), "limit": 30, "num_fewshot": 0, "max_tokens": 32,
+        "judges": [{"name": n, "model": "stub", "base_url": judge.base_url, "api_key_env": None,
+                    "temperature": 0.1 * k} for k, n in enumerate(judges)],
+        "cache_dir": str(tmp_path / "cache"), "output_dir": str(tmp_path / "out"), "run_name": "t", **extra})
+    run.load()
+    run.generate()
+    run.judge()
+    return run
+
+
+def _labelled_sheet(tmp_path, stubs, n=12, judges=JUDGES, flip=True) -> tuple[Path, Path, pd.DataFrame]:
+    """A first run, its sheet drawn through the command line, filled by an 'expert' who disagrees
+    with the vote on every third item."""
+    run = _run(tmp_path, stubs, judges)
+    out = run.save()
+    sheet = tmp_path / "labels.csv"
+    assert cli(["label", "sample", str(out), "--n", str(n), "--seed", "5", "--out", str(sheet)]) == 0
+    filled = pd.read_csv(sheet, dtype=str, keep_default_na=False)
+    assert not any(c.startswith("judge") for c in filled.columns)         # no anchoring on the verdicts
+    vote = run.samples.set_index(run.samples["doc_id"].astype(str))
+    column = "judge_voting" if len(judges) > 1 else f"judge_{judges[0]}"
+    truth = [int(vote.loc[i, column] == 1) for i in filled["id"]]
+    filled["label"] = [str(1 - t if (flip and k % 3 == 0) else t) for k, t in enumerate(truth)]
+    filled.to_csv(sheet, index=False)
+    return sheet, out, filled
+
+
+def test_expert_labels_correct_every_judged_score_and_become_the_headline(tmp_path, stubs):
+    sheet, out, filled = _labelled_sheet(tmp_path, stubs)
+    run = _run(tmp_path, stubs, expert_labels=str(sheet))               # the same answers, from the cache
+    metrics = run.compute_metrics()
+    assert {"judge_voting_ppi", "llm_as_judge_strict_ppi", "llm_as_judge_warm_ppi"} <= set(metrics)
+    # The wiring: exactly evekit.correction's estimate from the run's verdicts and the sheet's labels.
+    s = run.samples[~run.samples["failed"]]
+    verdicts = dict(zip(s["doc_id"].astype(str), s["judge_voting"]))
+    labels = dict(zip(filled["id"], filled["label"].astype(float)))
+    expected = correction.corrected_score(verdicts, labels)
+    got = metrics["judge_voting_ppi"]
+    assert (got["value"], got["ci_low"], got["ci_high"]) == (expected["value"], expected["ci_low"], expected["ci_high"])
+    assert got["n_labels"] == 12 and got["raw"] == "judge_voting"
+    assert run.headline == "judge_voting_ppi"
+    table = run.corrected_scores()
+    assert list(table.index[:2]) == ["strict", "warm"] and len(table) == 3 and "kappa" in table.columns
+    # the labels disagree with the vote on every third item: accuracy 8/12 against the labels
+    assert table.loc[table.index[-1], "accuracy"] == pytest.approx(8 / 12, abs=1e-4)
+    assert "corrected.png" in run.plots()
+    saved = run.save()
+    results = json.loads((saved / "results.json").read_text())
+    assert results["metrics"]["judge_voting_ppi"]["value"] == got["value"]
+    assert results["expert_labels"]["n_labels"] == 12 and len(results["expert_labels"]["agreement"]) == 3
+    assert (saved / "corrected.png").stat().st_size > 0
+
+
+def test_other_labels_give_another_corrected_score(tmp_path, stubs):
+    sheet, _, filled = _labelled_sheet(tmp_path, stubs, flip=False)
+    agreeing = _run(tmp_path, stubs, expert_labels=str(sheet)).compute_metrics()["judge_voting_ppi"]
+    filled["label"] = ["1"] * len(filled)                                  # an expert who passes everything
+    filled.to_csv(sheet, index=False)
+    lenient = _run(tmp_path, stubs, expert_labels=str(sheet)).compute_metrics()["judge_voting_ppi"]
+    assert lenient["value"] > agreeing["value"]
+    # Labels equal to the vote: the estimate blends the vote on the labelled and on the other items.
+    run = _run(tmp_path, stubs)
+    vote = run.samples.set_index(run.samples["doc_id"].astype(str))["judge_voting"]
+    on_labelled, elsewhere = vote.loc[filled["id"]].mean(), vote.drop(filled["id"]).mean()
+    assert min(on_labelled, elsewhere) - 1e-9 <= agreeing["value"] <= max(on_labelled, elsewhere) + 1e-9
+
+
+def test_a_sheet_that_is_not_this_runs_draw_is_refused_naming_its_line(tmp_path, stubs):
+    sheet, _, filled = _labelled_sheet(tmp_path, stubs)
+    filled.loc[3, "id"] = "999"
+    filled.to_csv(sheet, index=False)
+    with pytest.raises(DataError, match=r"line 5 \(id '999'\)"):
+        _run(tmp_path, stubs, expert_labels=str(sheet)).compute_metrics()
+    with pytest.raises(ParameterError, match="expert_labels"):
+        TaskRun.from_notebook({"task": "open_ended", "model_name": "m", "base_url": "http://127.0.0.1:9/v1",
+                               "expert_labels": str(tmp_path / "nope.csv"), "judges": [
+                                   {"name": "j", "model": "m", "base_url": "http://127.0.0.1:9/v1"}]})
+
+
+def test_a_judge_validation_alone_gives_the_rogan_gladen_correction_with_its_assumption(tmp_path, stubs):
+    folder = tmp_path / "validation"
+    folder.mkdir()
+    rng = np.random.default_rng(0)
+    gold = rng.integers(0, 2, 80)
+    strict = np.where(rng.random(80) < 0.85, gold, 1 - gold)
+    pd.DataFrame({"label": gold, "judge_strict": strict, "judge_voting": strict}).to_csv(folder / "verdicts.csv",
+                                                                                        index=False)
+    (folder / "results.json").write_text(json.dumps({"kind": "judge_validation", "judges": {}}))
+    run = _run(tmp_path, stubs, judges=("strict",), judge_validation=str(folder / "results.json"))
+    m = run.compute_metrics()["llm_as_judge_rg"]
+    s = run.samples[~run.samples["failed"]]
+    se = (int(((strict == 1) & (gold == 1)).sum()), int((gold == 1).sum()))
+    sp = (int(((strict == 0) & (gold == 0)).sum()), int((gold == 0).sum()))
+    expected = correction.rogan_gladen(s["judge_strict"], sensitivity=se, specificity=sp, seed=run.config.seed)
+    assert m["value"] == expected["value"] and m["ci_low"] == expected["ci_low"]
+    assert "assumes the judge errs" in m["assumption"]
+    assert run.headline == "llm_as_judge"                    # a correction resting on an assumption is not the headline
+    table = run.corrected_scores()
+    assert "llm_as_judge_rg" in table.index and "llm_as_judge (raw)" in table.index
+
+
+def test_label_sample_on_a_folder_that_is_not_a_judged_run_says_so(tmp_path, capsys):
+    assert cli(["label", "sample", str(tmp_path), "--n", "3"]) == 1
+    assert "not a judged run folder" in capsys.readouterr().err
+
+
+def test_a_label_given_to_another_answer_is_left_out_with_a_note(tmp_path, stubs):
+    sheet, _, filled = _labelled_sheet(tmp_path, stubs)
+    filled.loc[0, "answer"] = "an answer this run never gave"
+    filled.to_csv(sheet, index=False)
+    run = _run(tmp_path, stubs, expert_labels=str(sheet))
+    m = run.compute_metrics()["judge_voting_ppi"]
+    assert m["n_labels"] == 11
+    assert any("1 labelled row(s) left out (line(s) 2)" in note for note in run.notes)
