@@ -32,6 +32,7 @@ LITERAL = "sk-LITERAL-pasted-key-0d9e8c7b6a5f"
 def keys(monkeypatch):
     monkeypatch.setenv("EVE_MODEL_KEY", MODEL_KEY)
     monkeypatch.setenv("EVE_JUDGE_KEY", JUDGE_KEY)
+    monkeypatch.setenv("MISTRAL_API_KEY", JUDGE_KEY)
     for name in ("JUDGE_NAME", "JUDGE_BASE_URL", "JUDGE_API_KEY"):
         monkeypatch.delenv(name, raising=False)
 
@@ -201,7 +202,8 @@ def test_the_example_win_rate_config_converts_with_its_seed_stated(keys):
     v = run.values
     assert (v["limit"], v["concurrency"], v["seed"], v["both_orders"]) == (3, 2, eve.DEFAULT_SEED, False)
     assert v["judges"][0] == {"name": "judge-one", "model": "smollm2-135m-instruct",
-                              "base_url": "${EVEKIT_SERVER_URL}", "api_key_env": "EVE_JUDGE_KEY"}
+                              "base_url": "${EVEKIT_SERVER_URL}", "api_key_env": "MISTRAL_API_KEY"}
+    assert [m["name"] for m in v["model_b"]] == ["reference-writer", "long-writer"]
     assert any(f"seed {eve.DEFAULT_SEED}" in n for n in conv.notes)
     assert any("rate_limit_delay" in n for n in conv.notes)
     assert run.eve["templates"]["results_filename"] == "results_{model_a}_vs_{model_b}.csv"
@@ -356,10 +358,12 @@ def test_the_example_files_run_unchanged_and_their_conversion_makes_the_same_cal
     assert read_answers(eve_csv)["question"].tolist() == read_answers(task_dir / "open_ended" / "samples.csv")[
         "question"].tolist()
     wr = out / "win_rate_results"
-    for name in ("results", "summary", "metrics"):
-        assert (wr / f"{name}_smollm2_135m_instruct_vs_reference_writer.csv").is_file()
-    assert (wr / "comparison_smollm2_135m_instruct_vs_reference_writer.png").is_file()
-    record = json.loads(next((wr / "win_rate_config" / "win_rate").glob("*/metrics.json")).read_text())
+    for b in ("reference_writer", "long_writer"):  # every model_a x model_b pair, EVE's file names
+        for name in ("results", "summary", "metrics"):
+            assert (wr / f"{name}_smollm2_135m_instruct_vs_{b}.csv").is_file()
+        assert (wr / f"comparison_smollm2_135m_instruct_vs_{b}.png").is_file()
+    record = json.loads((wr / "win_rate_config" / "win_rate" / "smollm2-135m-instruct_vs_long-writer" /
+                         "metrics.json").read_text())
     assert record["params"]["seed"] == eve.DEFAULT_SEED and "eve_definitions" in record
     assert MODEL_KEY.encode() not in tree_text(tmp_path) and JUDGE_KEY.encode() not in tree_text(tmp_path)
     before = {t: json.loads((task_dir / t / "results.json").read_text())["metrics"]
@@ -377,7 +381,7 @@ def test_the_example_files_run_unchanged_and_their_conversion_makes_the_same_cal
     after = {t: json.loads((task_dir / t / "results.json").read_text())["metrics"] for t in before}
     assert after == before
     # the same for the win rate: its converted file replays every judge call, with the same numbers
-    metrics_json = next((wr / "win_rate_config" / "win_rate").glob("*/metrics.json"))
+    metrics_json = wr / "win_rate_config" / "win_rate" / "smollm2-135m-instruct_vs_reference-writer" / "metrics.json"
     wr_before = json.loads(metrics_json.read_text())
     assert cli.main(["convert-eve", win_rate, "--out", str(converted / "wr")]) == 0
     (wr_file,) = (converted / "wr").glob("*.yaml")
