@@ -443,6 +443,10 @@ def _convert_evals(path: Path, data: _Map, env: dict[str, str]) -> EveConversion
         raise where.error(data, "constants", "constants", "expected a mapping of names to values")
     resolved = _resolve(data, constants, where)
     notes: list[str] = []
+    # A constant named like a key is a key, referenced or not (EVE's docs keep judge_api_key there).
+    for key, value in (resolved.get("constants") or {}).items():
+        if isinstance(value, str) and re.search(r"(api_?key|_key|token|secret|password)$", str(key), re.IGNORECASE):
+            _key_env(value, where(resolved["constants"], key, f"constants.{key}"))
     for container, key, label in ((resolved, "hf_token", "hf_token"),
                                   (resolved.get("constants") or {}, "hf_token", "constants.hf_token")):
         if isinstance(container, dict) and key in container:
@@ -715,10 +719,10 @@ def convert(path: str | Path, env: dict[str, str] | None = None) -> EveConversio
 
 
 # -- writing parameter files ---------------------------------------------------------------------
-def _file_text(conv: EveConversion, run: EveRun) -> str:
-    lines = [f"# Converted from EVE's {conv.source.name} by `evekit convert-eve` ({conv.format}).",
+def _file_text(conv: EveConversion, run: EveRun, folder: Path | None = None) -> str:
+    lines = [f"# Converted from EVE's {conv.source.name} ({conv.format}) by evekit.",
              "# Each value's comment says where it came from; keys are read from the environment by NAME.",
-             "# Run with: evekit run " + run.filename]
+             f"# Run with: evekit run {(folder / run.filename) if folder is not None else run.filename}"]
     lines += [f"# note: {n}" for n in conv.notes]
     for key, value in run.values.items():
         text = yaml.safe_dump({key: _plain(value)}, sort_keys=False, allow_unicode=True, width=200).rstrip()
@@ -737,7 +741,7 @@ def write_param_files(conv: EveConversion, out_dir: str | Path) -> list[Path]:
     written = []
     for run in conv.runs:
         target = out / run.filename
-        target.write_text(_file_text(conv, run), encoding="utf-8")
+        target.write_text(_file_text(conv, run, out), encoding="utf-8")
         written.append(target)
     return written
 

@@ -157,6 +157,8 @@ def test_an_unknown_key_gets_a_did_you_mean(tmp_path):
     ("constants", "constants:\n  judge_api_key: {key}\nmodels:\n  - name: m\n    base_url: http://x/v1\n"
                   "    tasks:\n      - name: open_ended\n        judge_name: j\n        judge_base_url: http://x/v1\n"
                   "        judge_api_key: !ref judge_api_key\n"),
+    ("constants", "constants:\n  unused_api_key: {key}\nmodels:\n  - name: m\n    base_url: http://x/v1\n"
+                  "    tasks: [mcqa_single_answer]\n"),
     ("judges[0].api_key", "task: open_ended\nmodel_a: {{name: a, file: a.csv}}\nmodel_b: {{name: b, file: b.csv}}\n"
                           "judges:\n  - name: j\n    model: j\n    api_key: \"{key}\"\n    base_url: http://x/v1\n"
                           "evaluation: {{limit: 2}}\n"),
