@@ -226,6 +226,20 @@ def test_an_enabled_wandb_block_goes_to_tracking_or_is_said_to_be_kept_aside(tmp
     assert conv.tracking["project"] == "eve-win-rate-evaluation"
 
 
+@pytest.mark.parametrize("override", [False, True])
+def test_a_win_rate_on_the_same_command_line_reads_the_evals_runs_answers(tmp_path, monkeypatch, keys, override):
+    monkeypatch.chdir(tmp_path)
+    out = str(tmp_path / "elsewhere") if override else None
+    files, convs = eve.expand_params([str(EXAMPLES / "evals.yaml"), str(EXAMPLES / "win_rate_config.yaml")],
+                                     output_dir=out, quiet=True)
+    assert len(files) == 3 and all(Path(f).is_file() for f in files)
+    (wr,) = convs[1].runs
+    root = Path(out) if override else tmp_path / "outputs" / "eve" / "eval_results"
+    # EVE's samples_<task>.csv does not exist yet: the win rate reads the evals run's samples.csv (and waits for it)
+    assert wr.values["model_a"][0]["file"] == str(root / "evals" / "smollm2-135m-instruct" / "open_ended" / "samples.csv")
+    assert "of this batch" in wr.origins["model_a"]
+
+
 def test_files_are_recognised_by_content_not_by_name(tmp_path):
     assert eve.eve_format(EXAMPLES / "evals.yaml") == "evals"
     assert eve.eve_format(EXAMPLES / "win_rate_config.yaml") == "win_rate_config"
