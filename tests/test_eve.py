@@ -307,6 +307,20 @@ def test_a_missing_question_column_lists_the_accepted_spellings(tmp_path):
         assert spelling in str(info.value), str(info.value)
 
 
+def test_the_ranking_reads_eves_spellings_side_by_side_with_evekits(tmp_path):
+    from evekit.runs.ranking.battles import match_models
+    from evekit.runs.win_rate.matching import ModelSpec
+
+    qs = ["What is NDVI?", "What is SAR?"]
+    files = {"eve": ("doc\\\\.Question", "['x']"), "lmeval": ("doc.Question", "x"), "plain": ("Question", "['y']")}
+    specs = [ModelSpec(name, str(_eve_csv(tmp_path / f"{name}.csv", [col, "target", "filtered_resps"],
+                                          [[q, "ref", answer] for q in qs])))
+             for name, (col, answer) in files.items()]
+    matched = match_models(specs)
+    assert len(matched.questions) == 2 and matched.answers.notna().all().all()
+    assert matched.answers.loc[matched.answers.index[0], "eve"] == "x"  # ['x'] unwrapped
+
+
 def test_a_stray_line_before_the_header_names_line_1(tmp_path):
     path = _eve_csv(tmp_path / "a.csv", EVE_HEADER, [["0"] * len(EVE_HEADER)],
                     before="In the /Users/someone/notebooks/system_gen_d")
