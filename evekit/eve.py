@@ -464,6 +464,7 @@ def _convert_evals(path: Path, data: _Map, env: dict[str, str]) -> EveConversion
     stem = safe_name(path.stem)
     runs: list[EveRun] = []
     seen_runs: set[tuple[str, str, str]] = set()
+    eve_files: set[tuple[str, str]] = set()
     model_keys = (*EVE_MODEL_KEYS, *sorted(_TASK_PARAMS - {"task", "judges"}))
     task_keys = (*EVE_TASK_KEYS, *sorted(_TASK_PARAMS - {"task", "model_name"}))
     for i, m in enumerate(models):
@@ -551,12 +552,19 @@ def _convert_evals(path: Path, data: _Map, env: dict[str, str]) -> EveConversion
                 origins.pop("output_dir", "output_dir" if "output_dir" in resolved else "EVE's default output_dir"))
             put("cache_dir", values.pop("cache_dir", f"{values['output_dir']}/cache"),
                 origins.pop("cache_dir", "<output_dir>/cache"))
+            # EVE's layout names the file by the lm-eval task (samples_open_ended.csv); a second entry of
+            # the same model on that task is named by its own entry name.
+            sample_name = str(entry.get("task_name") or eve_name)
+            if (model, sample_name) in eve_files:
+                sample_name = eve_name if (model, eve_name) not in eve_files else f"{eve_name}_{j}"
+            eve_files.add((model, sample_name))
             variant = _slug(model) + ("" if eve_name == task else f"-{_slug(eve_name)}")
             filename = f"{task}.{variant}.yaml"
             while any(r.filename == filename for r in runs):
                 filename = f"{task}.{variant}-{len(runs)}.yaml"
             runs.append(EveRun(filename, TASK_KIND, values, origins,
-                               {"model": model, "entry": eve_name, "eve_dir": values["output_dir"]}))
+                               {"model": model, "entry": eve_name, "eve_dir": values["output_dir"],
+                                "samples": sample_name}))
     conv = EveConversion(path, "evals", runs, notes, output_dir)
     _carry_tracking(conv, wandb, where)
     for run in runs:  # every converted run is checked as `evekit run` will check it
@@ -784,8 +792,8 @@ def expand_params(params: Sequence[str], *, output_dir: str | None = None,
 
 
 def _eve_samples_path(run: EveRun) -> Path:
-    """Where EVE's layout puts a task run's samples: <output_dir>/<model>/samples_<task entry>.csv."""
-    return output_path(run.eve["eve_dir"]) / safe_name(run.eve["model"]) / f"samples_{safe_name(run.eve['entry'])}.csv"
+    """Where EVE's layout puts a task run's samples: <output_dir>/<model>/samples_<task>.csv."""
+    return output_path(run.eve["eve_dir"]) / safe_name(run.eve["model"]) / f"samples_{safe_name(run.eve['samples'])}.csv"
 
 
 def _chain(conversions: Iterable[EveConversion]) -> None:

@@ -95,6 +95,7 @@ models:
     assert b.values["task"] == "mcqa_multiple_answer" and b.values["num_fewshot"] == 3  # !int through two refs
     assert b.values["temperature"] == 0.9 and b.values["api"] == "completions"
     assert a.filename == "mcqa_single_answer.org-model-7b.yaml"
+    assert (a.eve["samples"], b.eve["samples"]) == ("mcqa_single_answer", "mcqa_multiple_answers")  # EVE's names
 
 
 @pytest.mark.parametrize("url, expected", [
@@ -382,7 +383,7 @@ def test_the_example_files_run_unchanged_and_their_conversion_makes_the_same_cal
     task_dir = out / "eval_results" / "evals" / "smollm2-135m-instruct"
     for task in ("mcqa_single_answer", "open_ended"):  # evekit's layout
         assert (task_dir / task / "results.json").is_file() and (task_dir / task / "results.eee.jsonl").is_file()
-    eve_csv = out / "eval_results" / "smollm2-135m-instruct" / "samples_open_ended_multi_judge.csv"  # EVE's
+    eve_csv = out / "eval_results" / "smollm2-135m-instruct" / "samples_open_ended.csv"  # EVE's
     header = eve_csv.read_text(encoding="utf-8").splitlines()[0].split(",")
     assert header[:5] == ["doc_id", "doc\\\\.Question", "doc\\\\.Answer", "target", "filtered_resps"]
     assert read_answers(eve_csv)["question"].tolist() == read_answers(task_dir / "open_ended" / "samples.csv")[
