@@ -99,7 +99,7 @@ def parameters_source(task: str, spec: dict) -> str:
               "num_fewshot": spec["num_fewshot"], "limit": spec["limit"],
               "judges": DEMO_JUDGES if CATALOGUE[task].judge_kind else []}
     return parameters_cell("task", values, {"dataset": f'a local file or a hub id such as "{CATALOGUE[task].hub_id}"'},
-                           variant="task")
+                           variant=task)
 
 
 
@@ -190,6 +190,10 @@ def build(task: str, spec: dict, *, intro: str | None = None, params: str | None
                           "failed (unparsed, or below the top score), each in full, with whether the answer "
                           "was cut off at `max_tokens` and the judges' rationales."),
         code("run.worst(5)"),
+        *([new_markdown_cell("## Hallucinated spans\nWith `level` \"hard_spans\", \"soft_spans\" or \"all\": the "
+                             "items with the lowest IoU, each answer with the gold spans beside the predicted ones "
+                             "(deeper colour: higher probability)."),
+           code("run.span_view(5)")] if task == "hallucination_detection" else []),
         new_markdown_cell(EXPLORER_TEXT.format(unit="item", what=(
             "the messages sent (few-shot examples collapsed), the raw reply, the parsed answer, the gold answer "
             "and choices or documents, each judge's verdict and rationale, the scores, finish_reason, tokens "

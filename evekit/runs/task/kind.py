@@ -100,5 +100,5 @@ def _implied(notebook: str, values: Mapping[str, Any]) -> dict[str, Any]:
 KIND = RunKind(
     name="task", title="task", phase=1, notebooks=(*TASKS, CUSTOM_NOTEBOOK), params=TaskParams, runner="evekit.runs.task.run:TaskRun",
     reads=_reads, index_row=index_row, card=card, subject=_subject,
-    implied=_implied, variant=lambda notebook: "custom" if notebook == CUSTOM_NOTEBOOK else "task", plan_note=None,
+    implied=_implied, variant=lambda notebook: "custom" if notebook == CUSTOM_NOTEBOOK else notebook, plan_note=None,
 )

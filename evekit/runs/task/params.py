@@ -32,6 +32,10 @@ class TaskParams(OnTask, SeedLimit, ShowsValidation, Judging, Client, Output):
     num_fewshot: int | None = param(None, help="None: the EVE default of the task", group="model", minimum=0)
     fewshot_sampler: Literal["first_n", "random"] = param("first_n", help='"first_n" (EVE) or "random"',
                                                           group="model")
+    level: Literal["binary", "hard_spans", "soft_spans", "all"] = param(
+        "binary", help='hallucination detection: "binary" (EVE level 1), "hard_spans", "soft_spans" (the '
+        'hallucinated phrases, scored as Mu-SHROOM scores them) or "all"', group="what",
+        only="hallucination_detection")
     dataset: str | None = param(None, help="a local file or a hub id", group="data")
     split: str | None = param("train", help="split of a hub dataset", group="data")
     scoring: str | None = param(None, help='"text", "logprobs" or "both" (None: the task\'s own, "text" for EVE '
@@ -109,6 +113,8 @@ class TaskParams(OnTask, SeedLimit, ShowsValidation, Judging, Client, Output):
                 raise ParameterError(f"parameter {name} applies to multiple-choice tasks; {self.task} is {kind}")
         if self.permutations and self.repeats > 1:
             raise ParameterError("permutations and repeats together are not supported: run them as two runs")
+        if self.level != "binary" and self.task != "hallucination_detection":
+            raise ParameterError(f"parameter level={self.level!r} applies to hallucination_detection, not {self.task}")
         if self.expert_labels is not None:
             if not self.judges:
                 raise ParameterError("parameter expert_labels corrects judged scores: set judges too")
