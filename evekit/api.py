@@ -90,7 +90,13 @@ def _metrics_table(folders: Sequence[Path]) -> Any:
 
 
 def _run_in_process(values: dict[str, Any]) -> Path:
-    """The task notebook's steps, in order, in this process (no kernel, no report.html)."""
+    """The task notebook's steps that compute and write, in order, in this process (no kernel, no
+    report.html): the same samples, metrics, files and plots as the notebook."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)  # figures are saved, never shown
+    import matplotlib.pyplot as plt
+
     from evekit.runs.task.run import TaskRun
 
     run = TaskRun.from_params(**values)
@@ -99,7 +105,11 @@ def _run_in_process(values: dict[str, Any]) -> Path:
     if run.task.judge_kind:
         run.judge()
     run.compute_metrics()
-    return run.save()
+    run.plots()
+    try:
+        return run.save()
+    finally:
+        plt.close("all")
 
 
 def evaluate(model: str, base_url: str, task: str | None = None, tasks: Sequence[str] | None = None, *,

@@ -483,6 +483,7 @@ def test_evaluate_in_process_returns_the_metrics_table(tmp_path, monkeypatch, st
     (folder,) = res.paths
     assert folder == tmp_path / "outputs" / "stub-model" / "stub-model" / "mcqa_single_answer"
     assert (folder / "samples.csv").is_file() and res.ok
+    assert list(folder.glob("*.png"))  # the notebook's plots too
     judged = evekit.evaluate(model="stub-model", base_url=stub.base_url, tasks=["open_ended"], notebook=False,
                              judges=[{"name": "j", "model": "judge", "base_url": stub.base_url, "api_key_env": None}],
                              dataset=str(ROOT / "data" / "open_ended.jsonl"), limit=2, max_tokens=8,
@@ -508,5 +509,13 @@ def test_evekit_eval_runs_the_notebooks_from_flags(tmp_path, monkeypatch, stub, 
     folder = tmp_path / "outputs" / "cli" / "stub-model" / "mcqa_single_answer"
     assert (folder / "results.json").is_file() and (folder / "run.json").is_file()
     assert (tmp_path / "outputs" / "cli" / "evekit_params" / "mcqa_single_answer.yaml").is_file()
+    code = cli.main(["eval", "--model", "stub-model", "--base-url", stub.base_url, "--task", "open_ended",
+                     "--judge", f"strict=judge-model@{stub.base_url}", "--no-notebook", "--limit", "2",
+                     "--dataset", str(ROOT / "data" / "open_ended.jsonl"), "--set", "max_tokens=8",
+                     "--set", f"cache_dir={tmp_path / 'cache'}", "--run-name", "cli"])
+    out = capsys.readouterr().out
+    assert code == 0 and "llm_as_judge" in out
+    assert json.loads((tmp_path / "outputs" / "cli" / "stub-model" / "open_ended" / "results.json").read_text())[
+        "params"]["judges"][0]["name"] == "strict"
     assert cli.main(["eval", "--model", "m", "--base-url", stub.base_url, "--task", "nope"]) == 2
     assert "unknown task 'nope'" in capsys.readouterr().err
