@@ -92,9 +92,6 @@ def _metrics_table(folders: Sequence[Path]) -> Any:
 def _run_in_process(values: dict[str, Any]) -> Path:
     """The task notebook's steps that compute and write, in order, in this process (no kernel, no
     report.html): the same samples, metrics, files and plots as the notebook."""
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)  # figures are saved, never shown
     import matplotlib.pyplot as plt
 
     from evekit.runs.task.run import TaskRun
@@ -105,11 +102,12 @@ def _run_in_process(values: dict[str, Any]) -> Path:
     if run.task.judge_kind:
         run.judge()
     run.compute_metrics()
-    run.plots()
+    figures = run.plots()
     try:
         return run.save()
     finally:
-        plt.close("all")
+        for fig in {id(f): f for f in [*figures.values(), *run.figures.values()]}.values():
+            plt.close(fig)  # saved, not shown; the caller's own figures are left alone
 
 
 def evaluate(model: str, base_url: str, task: str | None = None, tasks: Sequence[str] | None = None, *,
