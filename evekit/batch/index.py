@@ -89,6 +89,9 @@ def write_index(run_dir: Path, batch_runs: "list[Path] | tuple[Path, ...]" = ())
     # Kinds with a results row first (tasks), then the others in batch order (judge validation,
     # win rates and rankings, the summary).
     known = [r for r in records if r.kind in KINDS]
+    # The run's own name (its folder's is made safe: `r<b>` is in `r_b_`), when its records agree on one.
+    names = {r.run_name for r in known if r.run_name and r.run_name != "None"}
+    name = names.pop() if len(names) == 1 else run_dir.name
     for record in sorted(known, key=lambda r: (KINDS[r.kind].index_row is None, KINDS[r.kind].phase, str(r.dir))):
         kind = KINDS[record.kind]
         judges.update(_record_demo_judges(record))
@@ -130,7 +133,8 @@ def write_index(run_dir: Path, batch_runs: "list[Path] | tuple[Path, ...]" = ())
         if card:
             cards.append(f"<li>{html.escape(card)}</li>")
         target = f'<a href="{href}">{html.escape(label)}</a>' if report.exists() else f"{html.escape(label)} (no report)"
-        extra.append(f"<li>{target} {_linked(note, href + METRICS_ANCHOR if report.exists() else None)}</li>")
+        # A kind without a headline (the summary) has no number to link: no empty link.
+        extra.append(f"<li>{target} {_linked(note, href + METRICS_ANCHOR if report.exists() and note else None)}</li>")
     for report in sorted(run_dir.glob("failed/*/report.html")):
         rel = report.relative_to(run_dir)
         extra.append(f'<li><a href="{html.escape(rel.as_posix())}">FAILED: {html.escape(rel.parts[1])}</a></li>')
@@ -138,12 +142,12 @@ def write_index(run_dir: Path, batch_runs: "list[Path] | tuple[Path, ...]" = ())
     if judges:
         demo_note += f" {html.escape(demo_judge_note(sorted(judges)))}"
     page = f"""<!doctype html>
-<html><head><meta charset="utf-8"><title>evekit run {html.escape(run_dir.name)}</title>
+<html><head><meta charset="utf-8"><title>evekit run {html.escape(name)}</title>
 <style>body{{font-family:sans-serif;margin:2em;max-width:90em}}table{{border-collapse:collapse}}
 td:nth-child(4){{white-space:nowrap}}
 td,th{{border:1px solid #ccc;padding:.3em .6em;text-align:left}}th{{background:#eee}}
 .flag{{color:#b35900;font-weight:bold;cursor:help}}ul.cards li{{margin:.3em 0}}</style></head>
-<body><h1>evekit run <code>{html.escape(run_dir.name)}</code></h1>
+<body><h1>evekit run <code>{html.escape(name)}</code></h1>
 {"<h2>In words</h2><ul class='cards'>" + "".join(cards) + "</ul>" if cards else ""}
 <p>Headline metric per task with its 95% confidence interval; <em>n</em>: the items behind that metric
 (of the run's items, when some were left out). <em>baseline</em>: the accuracy of always giving the most

@@ -26,7 +26,7 @@ from evekit.errors import ParameterError, unknown_names
 from evekit.paths import cache_path, output_path, resolve_path
 from evekit.types import JUDGE_MAX_TOKENS, JudgeSpec
 
-__all__ = ["files_checked", "check_files", "param", "Params", "OnTask", "Seeded", "Limited", "SeedLimit", "Judging", "ShowsValidation", "BothOrders", "Client", "Output", "injected_parameters", "check_injected",
+__all__ = ["files_checked", "check_files", "param", "Params", "OnTask", "Seeded", "Limited", "SeedLimit", "Judging", "ShowsValidation", "ExpertLabelled", "BothOrders", "Client", "Output", "injected_parameters", "check_injected",
            "check_type", "GROUPS"]
 
 # The order of the parameters cell: what is evaluated, then the model, the data, the judges, the
@@ -355,6 +355,24 @@ class ShowsValidation(Params):
         if self.judge_validation is not None and check_files() and not resolve_path(self.judge_validation).is_file():
             raise ParameterError(f"parameter judge_validation: file not found: {self.judge_validation} (a "
                                  "results.json written by notebooks/judge_validation.ipynb)")
+
+
+@dataclass(kw_only=True)
+class ExpertLabelled(Params):
+    """Kinds whose judged scores an expert's labels of a random draw can correct (PPI++)."""
+
+    expert_labels: str | dict | None = param(
+        None, help="filled labelling sheet(s) (`evekit label sample RUN_DIR --n N`): each judged score is also "
+        "corrected by them; a win rate with several comparisons: {<model_a>_vs_<model_b>: file}", group="judges")
+
+    def check(self) -> None:
+        super().check()
+        value = self.expert_labels
+        sheets = [value] if isinstance(value, str) else list(value.values()) if isinstance(value, dict) else []
+        for sheet in sheets:
+            if not isinstance(sheet, str) or (check_files() and not resolve_path(sheet).is_file()):
+                raise ParameterError(f"parameter expert_labels: file not found: {sheet} (a sheet written by "
+                                     "`evekit label sample`, with its label column filled)")
 
 
 @dataclass(kw_only=True)

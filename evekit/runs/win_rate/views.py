@@ -246,6 +246,7 @@ def save_outputs(comparisons: Sequence[Comparison], cfg: WinRateParams,
             "verdict": verdict_text(comp, cfg.alpha),
             "usage": usage or {}, "params": cfg.as_dict(),
             "abstention_reasons": {j: _reasons(comp.results, j) for j in comp.judges},
+            **({"corrected": comp.corrected} if comp.corrected else {}),
         }
         (d / "metrics.json").write_text(json.dumps(json_safe(record), indent=2, ensure_ascii=False) + "\n")
         write_run_record(d, kind=KIND, notebook=KIND.notebooks[0], run_name=cfg.run_name, task=cfg.task,
