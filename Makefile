@@ -65,7 +65,7 @@ $(STAMPS)/local: pyproject.toml scripts/build_llama_server.py $(STAMPS)/base
 	touch $@
 
 $(STAMPS)/test: pyproject.toml $(STAMPS)/local
-	$(PIP) install -q -e '.[dev,embeddings]'
+	$(PIP) install -q -e '.[dev,embeddings,tracking]'
 	touch $@
 
 clean-outputs:

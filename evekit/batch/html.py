@@ -11,6 +11,7 @@ from typing import Any
 from evekit.batch.paramfiles import notebook_name
 from evekit.paths import display_path
 from evekit.report import markdown_text
+from evekit.tracking import describe
 
 # report.html loads nothing from the network: nbconvert's lab template, less the blocks that pull
 # require.js, MathJax, Mermaid and the Jupyter widgets' renderer from CDNs (the reports use none of
@@ -63,6 +64,7 @@ def report_identity(executed_notebook: Path, *, params_file: Path | None = None,
     if kind is not None and record_dir is not None:
         card = kind.card(rec)
     return {"run_name": record.get("run_name") or params.get("run_name"), "notebook": notebook, "card": card,
+            "tracking": record.get("tracking"),
             "kind": record.get("kind"), "model": subject,
             "num_fewshot": fewshot if isinstance(fewshot, int) else None,
             "params_file": display_path(params_file) if params_file is not None else None}
@@ -104,6 +106,13 @@ def render_html(executed_notebook: Path, html_path: Path, *, params_file: Path |
     lines.append(" · ".join(f for f in facts if f))
     if identity.get("card"):  # the verdict in words, before anything else the report shows
         lines += ["", f'<p class="evekit-card"><strong>{html.escape(identity["card"])}</strong></p>']
+    tracked = describe(identity.get("tracking"))
+    if tracked:  # where the run was logged (evekit.tracking): a link when the tracker has a web address
+        url = (identity.get("tracking") or {}).get("url")
+        text = html.escape(tracked)
+        if isinstance(url, str) and url.startswith(("http://", "https://")):
+            text = text.replace(html.escape(url), f'<a href="{html.escape(url)}">{html.escape(url)}</a>')
+        lines += ["", f'<p class="evekit-tracking">{text}</p>']
     if identity.get("params_file"):
         real = identity["params_file"]
         command = f"papermill notebooks/{identity['notebook']}.ipynb out.ipynb -f {real}"

@@ -19,6 +19,7 @@ from evekit.glossary import entry, glossary_html
 from evekit.report import write_text_atomic
 from evekit.runs.records import RunRecord, find_run_records
 from evekit.runs.registry import KINDS
+from evekit.tracking import describe
 
 __all__ = ["write_index"]
 
@@ -73,6 +74,20 @@ def _cell(text: str, flags: tuple = (), href: str | None = None) -> str:
             f'<span class="flag" title="{html.escape(why)}">{html.escape(flags[0].mark)}</span></td>')
 
 
+def _tracked(record: RunRecord) -> str:
+    """Where the run was tracked (run.json's `tracking`): a link to the tracker run when it has a web
+    address, else the tracker and run id with the whole line as the tooltip; "" when not tracked."""
+    status = record.details.get("tracking")
+    text = describe(status)
+    if not text:
+        return ""
+    url = status.get("url")
+    label = f"{status['backend']} run" if status.get("status") != "failed" else f"{status['backend']} failed"
+    if isinstance(url, str) and url.startswith(("http://", "https://")):
+        return f' · <a href="{html.escape(url)}" title="{html.escape(text)}">{html.escape(label)}</a>'
+    return f' · <span class="tracked" title="{html.escape(text)}">{html.escape(label)}</span>'
+
+
 def write_index(run_dir: Path, batch_runs: "list[Path] | tuple[Path, ...]" = ()) -> Path:
     """`<run_dir>/index.html`; `failed/` holds the batch runner's reports of notebooks that failed.
     `batch_runs`: the run folders of the same `evekit run` (this one may be among them); the index
@@ -106,7 +121,7 @@ def write_index(run_dir: Path, batch_runs: "list[Path] | tuple[Path, ...]" = ())
                 continue
             models.add(row.cells[1])
             link = (f'<a href="{href}">report</a> · <a href="{href}#explorer">items</a>' if report.exists()
-                    else "no report")
+                    else "no report") + _tracked(record)
 
             def link_of(i: int, text: str) -> str | None:
                 if not report.exists():
@@ -134,7 +149,8 @@ def write_index(run_dir: Path, batch_runs: "list[Path] | tuple[Path, ...]" = ())
             cards.append(f"<li>{html.escape(card)}</li>")
         target = f'<a href="{href}">{html.escape(label)}</a>' if report.exists() else f"{html.escape(label)} (no report)"
         # A kind without a headline (the summary) has no number to link: no empty link.
-        extra.append(f"<li>{target} {_linked(note, href + METRICS_ANCHOR if report.exists() and note else None)}</li>")
+        extra.append(f"<li>{target} {_linked(note, href + METRICS_ANCHOR if report.exists() and note else None)}"
+                     f"{_tracked(record)}</li>")
     for report in sorted(run_dir.glob("failed/*/report.html")):
         rel = report.relative_to(run_dir)
         extra.append(f'<li><a href="{html.escape(rel.as_posix())}">FAILED: {html.escape(rel.parts[1])}</a></li>')

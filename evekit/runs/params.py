@@ -24,6 +24,7 @@ from typing import Any, ClassVar, Iterator, Literal, Mapping, Sequence
 
 from evekit.errors import ParameterError, unknown_names
 from evekit.paths import cache_path, output_path, resolve_path
+from evekit.tracking import TrackingConfig
 from evekit.types import JUDGE_MAX_TOKENS, JudgeSpec
 
 __all__ = ["files_checked", "check_files", "param", "Params", "OnTask", "Seeded", "Limited", "SeedLimit", "Judging", "ShowsValidation", "ExpertLabelled", "BothOrders", "Client", "Output", "injected_parameters", "check_injected",
@@ -407,6 +408,24 @@ class Client(Params):
 class Output(Params):
     run_name: str = param("demo", help="outputs go to <output_dir>/<run_name>/...", group="output")
     output_dir: str = param("outputs", help="root folder of every run", group="output", path=True)
+    # Every kind can log its run to an experiment tracker (evekit.tracking; the evekit[tracking] extra).
+    tracking: dict | str | None = param(None, help='None: off; "mlflow", "wandb" or {backend, uri, project, entity, '
+                                        "run_name, tags, log, sample_count, log_replays}", group="output")
+
+    def check(self) -> None:
+        super().check()
+        TrackingConfig.from_param(self.tracking)
+
+    @property
+    def tracking_config(self) -> TrackingConfig | None:
+        """The `tracking` parameter, checked (None: the run is not tracked)."""
+        return TrackingConfig.from_param(self.tracking)
+
+    def as_dict(self) -> dict[str, Any]:
+        out = super().as_dict()
+        cfg = self.tracking_config
+        out["tracking"] = cfg.public() if cfg is not None else None
+        return out
 
     @property
     def run_dir(self) -> Path:

@@ -29,6 +29,7 @@ class SummaryRun(NotebookRun):
     """Every result of `run_name` (and `compare_runs`) on one board."""
 
     Params = SummaryParams
+    Kind = KIND
 
     def __init__(self, config: SummaryParams, clients: Any = None) -> None:
         super().__init__(config, clients)

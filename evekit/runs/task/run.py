@@ -33,6 +33,7 @@ from evekit.paths import display_path, resolve_path
 from evekit.report import MISSING, FullText, shown
 from evekit.runs.base import NotebookRun
 from evekit.runs.task.files import write_run
+from evekit.runs.task.kind import KIND
 from evekit.runs.task.params import TaskParams
 from evekit.runs.task.results import build_results
 from evekit.types import Usage
@@ -63,6 +64,7 @@ class TaskRun(NotebookRun):
     """One model on one task, step by step (the methods are the notebook's cells)."""
 
     Params = TaskParams
+    Kind = KIND
 
     def __init__(self, config: TaskParams, task: tasks.Task | None = None,
                  clients: dict[str, Any] | None = None) -> None:
@@ -184,6 +186,7 @@ class TaskRun(NotebookRun):
             **({"level": c.level} if c.level != "binary" else {}),
             **({"scoring": self.scoring} if self.scoring != "text" else {}),
             "offline (replay from cache)": c.offline,
+            **({"tracking": c.tracking_config.backend} if c.tracking_config else {}),
         }
         if c.task_file:
             rows = {"task file": c.task_file, "kind": self.task.kind, **rows, "split": self.split}

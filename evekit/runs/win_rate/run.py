@@ -20,6 +20,7 @@ import pandas as pd
 from evekit.report import markdown_text
 from evekit.runs.base import NotebookRun
 from evekit.runs.win_rate import views
+from evekit.runs.win_rate.kind import KIND
 from evekit.runs.win_rate.params import WinRateParams
 from evekit.runs.win_rate.judging import run_judges
 from evekit.runs.win_rate.matching import Comparison, load_comparisons
@@ -31,6 +32,7 @@ class WinRateRun(NotebookRun):
     """The parameters, the comparisons and what the judges said, for one notebook run."""
 
     Params = WinRateParams
+    Kind = KIND
 
     def __init__(self, config: WinRateParams, clients: dict[str, Any] | None = None) -> None:
         super().__init__(config, clients)
