@@ -26,6 +26,7 @@ from typing import Any, Mapping, Sequence
 
 import yaml
 
+from evekit.atomic import write_text_atomic
 from evekit.errors import EvekitError, ParameterError
 from evekit.paths import output_path, safe_name
 
@@ -147,8 +148,8 @@ def evaluate(model: str, base_url: str, task: str | None = None, tasks: Sequence
     folder.mkdir(parents=True, exist_ok=True)
     for values in runs:
         path = folder / f"{values['task']}.yaml"
-        path.write_text("# written by evekit.evaluate / evekit eval\n"
-                        + yaml.safe_dump(values, sort_keys=False, allow_unicode=True), encoding="utf-8")
+        write_text_atomic(path, "# written by evekit.evaluate / evekit eval\n"
+                          + yaml.safe_dump(values, sort_keys=False, allow_unicode=True))
         files.append(path)
     ok = run_batch([str(f) for f in files], serve=serve, html=html, jobs=jobs) == 0
     with files_checked(False):

@@ -28,6 +28,7 @@ from typing import Any, Iterable, Literal, Sequence
 
 import yaml
 
+from evekit.atomic import write_csv_atomic, write_text_atomic
 from evekit.batch.paramfiles import MAX_BYTES, _LimitedLoader
 from evekit.endpoints import url_credentials_problem
 from evekit.errors import ParameterError, unknown_names
@@ -749,7 +750,7 @@ def write_param_files(conv: EveConversion, out_dir: str | Path) -> list[Path]:
     written = []
     for run in conv.runs:
         target = out / run.filename
-        target.write_text(_file_text(conv, run, out), encoding="utf-8")
+        write_text_atomic(target, _file_text(conv, run, out))
         written.append(target)
     return written
 
@@ -860,7 +861,7 @@ def write_eve_layout(conversions: Sequence[EveConversion], since: float | None =
                     continue
                 target = _eve_samples_path(run)
                 target.parent.mkdir(parents=True, exist_ok=True)
-                _eve_samples(samples).to_csv(target, index=False)
+                write_csv_atomic(_eve_samples(samples), target, index=False)
                 written.append(target)
                 continue
             from evekit.runs.params import files_checked
@@ -882,10 +883,10 @@ def write_eve_layout(conversions: Sequence[EveConversion], since: float | None =
                         judges = [j["name"] for j in params.judges]
                         # evekit's per-decision table as it is; summary and metrics in EVE's shapes.
                         shutil.copyfile(folder / "results.csv", eve_dir / t["results_filename"])
-                        eve_summary_table(results, judges).to_csv(eve_dir / t["summary_filename"])
+                        write_csv_atomic(eve_summary_table(results, judges), eve_dir / t["summary_filename"])
                         metrics = t["metrics_filename"]
-                        eve_metrics_table(results, a.name, b.name, judges, params.task).to_csv(
-                            eve_dir / metrics, index=False)
+                        write_csv_atomic(eve_metrics_table(results, a.name, b.name, judges, params.task),
+                                         eve_dir / metrics, index=False)
                         written += [eve_dir / t["results_filename"], eve_dir / t["summary_filename"], eve_dir / metrics]
                     if run.eve["save_visualizations"] and (folder / "comparison.png").is_file():
                         shutil.copyfile(folder / "comparison.png", eve_dir / t["visualization_filename"])
