@@ -42,7 +42,7 @@ from evekit.runs.win_rate.params import WinRateParams
 from evekit.tasks import TASKS
 from evekit.types import check_api_key_env
 
-__all__ = ["EVE_TASK_ALIASES", "DEFAULT_SEED", "EveRun", "EveConversion", "eve_format", "load_eve_yaml",
+__all__ = ["EVE_TASK_ALIASES", "drawn_seed", "EveRun", "EveConversion", "eve_format", "load_eve_yaml",
            "convert", "write_param_files", "expand_params", "write_eve_layout", "eve_sanitize", "normalize_base_url"]
 
 Format = Literal["evals", "win_rate_config"]
@@ -75,9 +75,16 @@ WIN_DEFAULTS = {"output_dir": "win_rate_results", "results_filename": "results_{
                 "summary_filename": "summary_{model_a}_vs_{model_b}.csv",
                 "visualization_filename": "comparison_{model_a}_vs_{model_b}.png",
                 "metrics_filename": "metrics_{model_a}_vs_{model_b}.csv"}
-# `random_seed: null` (EVE: unseeded) becomes this fixed seed, said in the run's notes, so a rerun
-# replays its cached judge calls.
-DEFAULT_SEED = 1234
+# `random_seed: null` (EVE: unseeded, "null = random") becomes a seed drawn from the file's own
+# bytes (`drawn_seed`): random across configurations, the same for the same file, so a rerun replays
+# its cached judge calls; the seed is recorded in the run's parameters and notes.
+
+
+def drawn_seed(path: Path) -> int:
+    """The seed that stands for `random_seed: null` in `path`: 31 bits of the SHA-256 of its bytes."""
+    import hashlib
+
+    return int.from_bytes(hashlib.sha256(Path(path).read_bytes()).digest()[:4], "big") >> 1
 # Values local servers take for "no key": not secrets, read as no key at all.
 _NO_KEY = {"", "empty", "none", "null", "no-key", "nokey", "dummy", "not-needed", "sk-no-key-required"}
 _ENV_REF = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$|^\$([A-Za-z_][A-Za-z0-9_]*)$")
@@ -636,9 +643,11 @@ def _convert_win_rate(path: Path, data: _Map, env: dict[str, str]) -> EveConvers
             "evaluation.max_workers")
     seed = evaluation.get("random_seed")
     if seed is None:
-        put("seed", DEFAULT_SEED, f"evaluation.random_seed is null: evekit's fixed seed {DEFAULT_SEED}, so a rerun "
-                                  "replays its cached calls")
-        notes.append(f"evaluation.random_seed: null -> seed {DEFAULT_SEED} (fixed, recorded in the run's parameters)")
+        drawn = drawn_seed(path)
+        put("seed", drawn, f"evaluation.random_seed is null: seed {drawn} drawn from this file's bytes (set "
+                           f"random_seed: {drawn} to keep it when the file changes)")
+        notes.append(f"evaluation.random_seed: null -> seed {drawn}, drawn from the file's SHA-256 and recorded in "
+                     "the run's parameters (the same file draws the same seed, so a rerun replays its cache)")
     else:
         put("seed", _number(seed, where(evaluation, "random_seed", "evaluation.random_seed"), int, 0),
             "evaluation.random_seed")

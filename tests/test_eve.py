@@ -198,17 +198,22 @@ def test_a_key_in_a_base_url_is_refused_and_not_echoed(tmp_path):
     assert f"{f}:3: models[0].base_url" in str(info.value) and LITERAL not in str(info.value)
 
 
-def test_the_example_win_rate_config_converts_with_its_seed_stated(keys):
-    conv = eve.convert(EXAMPLES / "win_rate_config.yaml")
+def test_the_example_win_rate_config_converts_with_its_seed_stated(keys, tmp_path):
+    path = EXAMPLES / "win_rate_config.yaml"
+    conv = eve.convert(path)
     (run,) = conv.runs
     v = run.values
-    assert (v["limit"], v["concurrency"], v["seed"], v["both_orders"]) == (3, 2, eve.DEFAULT_SEED, False)
+    assert (v["limit"], v["concurrency"], v["seed"], v["both_orders"]) == (3, 2, eve.drawn_seed(path), False)
     assert v["judges"][0] == {"name": "judge-one", "model": "smollm2-135m-instruct",
                               "base_url": "${EVEKIT_SERVER_URL}", "api_key_env": "MISTRAL_API_KEY"}
     assert [m["name"] for m in v["model_b"]] == ["reference-writer", "long-writer"]
-    assert any(f"seed {eve.DEFAULT_SEED}" in n for n in conv.notes)
+    assert any(f"seed {eve.drawn_seed(path)}" in n for n in conv.notes)
     assert any("rate_limit_delay" in n for n in conv.notes)
     assert run.eve["templates"]["results_filename"] == "results_{model_a}_vs_{model_b}.csv"
+    # null = random: another file draws another seed, the same file the same one (its cache replays).
+    other = tmp_path / "win_rate_config.yaml"
+    other.write_text(path.read_text() + "\n# another configuration\n")
+    assert eve.drawn_seed(other) != eve.drawn_seed(path) == eve.drawn_seed(path)
 
 
 def test_an_enabled_wandb_block_goes_to_tracking_or_is_said_to_be_kept_aside(tmp_path, keys):
@@ -394,7 +399,7 @@ def test_the_example_files_run_unchanged_and_their_conversion_makes_the_same_cal
         assert (wr / f"comparison_smollm2_135m_instruct_vs_{b}.png").is_file()
     record = json.loads((wr / "win_rate_config" / "win_rate" / "smollm2-135m-instruct_vs_long-writer" /
                          "metrics.json").read_text())
-    assert record["params"]["seed"] == eve.DEFAULT_SEED and "eve_definitions" in record
+    assert record["params"]["seed"] == eve.drawn_seed(EXAMPLES / "win_rate_config.yaml") and "eve_definitions" in record
     assert MODEL_KEY.encode() not in tree_text(tmp_path) and JUDGE_KEY.encode() not in tree_text(tmp_path)
     before = {t: json.loads((task_dir / t / "results.json").read_text())["metrics"]
               for t in ("mcqa_single_answer", "open_ended")}
