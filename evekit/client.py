@@ -309,6 +309,8 @@ class _Session:
             timeout=aiohttp.ClientTimeout(total=None, sock_connect=client.timeout, sock_read=client.timeout),
             headers=None if self.proxy is not None else headers, skip_auto_headers=("User-Agent",))
         self.semaphore = asyncio.Semaphore(client.concurrency)
+        self.gap = asyncio.Lock()  # `min_interval`: the next attempt's earliest start
+        self.next_start = 0.0
         self.users = 0
 
     async def close(self) -> None:
@@ -324,14 +326,16 @@ class ModelClient:
     `timeout` seconds per HTTP attempt; `max_retries` extra attempts per request;
     `cache_dir` enables the on-disk cache; `offline` replays from it only; `name` labels
     progress bars; `progress` shows them. `backoff`/`max_backoff` shape the exponential
-    waits between retries (seconds). See the module docstring for the error rules.
+    waits between retries (seconds); `min_interval` the least time between the starts of two HTTP
+    attempts of this client (EVE's `rate_limit_delay`; 0: none). See the module docstring for the
+    error rules.
     """
 
     def __init__(self, model: str, base_url: str, api_key_env: str | None = None, *,
                  concurrency: int = 8, timeout: float = 120.0, max_retries: int = 4,
                  cache_dir: str | Path | None = None, offline: bool = False,
                  name: str | None = None, progress: bool = True,
-                 backoff: float = 0.5, max_backoff: float = 30.0) -> None:
+                 backoff: float = 0.5, max_backoff: float = 30.0, min_interval: float = 0.0) -> None:
         if not model:
             raise ValueError("ModelClient: `model` is empty")
         # A key in the URL would be written wherever the URL is (the message masks it). Checked on the
@@ -361,6 +365,9 @@ class ModelClient:
         self.concurrency = int(concurrency)
         self.timeout = float(timeout)
         self.max_retries = int(max_retries)
+        if min_interval < 0:
+            raise ValueError(f"ModelClient({model!r}): min_interval must be >= 0, got {min_interval}")
+        self.min_interval = float(min_interval)
         self.offline = offline
         self.name = name or model
         self.progress = progress
@@ -680,6 +687,12 @@ class ModelClient:
             raise _NoAnswer(timeout=False) from e
 
     async def _attempt(self, session: _Session, request: GenerationRequest) -> GenerationResult:
+        if self.min_interval > 0:  # EVE's rate_limit_delay: at least this long between two starts
+            async with session.gap:
+                wait = session.next_start - time.monotonic()
+                if wait > 0:
+                    await asyncio.sleep(wait)
+                session.next_start = time.monotonic() + self.min_interval
         status, content = await self._post(session, request)
         # A 200 whose body is not JSON (a proxy's error page, a truncated body) is retried like a 5xx.
         return self._parse(request, status, content)

@@ -651,9 +651,10 @@ def _convert_win_rate(path: Path, data: _Map, env: dict[str, str]) -> EveConvers
     else:
         put("seed", _number(seed, where(evaluation, "random_seed", "evaluation.random_seed"), int, 0),
             "evaluation.random_seed")
-    if evaluation.get("rate_limit_delay"):
-        notes.append(f"evaluation.rate_limit_delay={evaluation['rate_limit_delay']!r}: not applied; evekit bounds the "
-                     "calls in flight per endpoint (max_workers -> concurrency) and retries 429 answers with backoff")
+    if evaluation.get("rate_limit_delay") is not None:
+        put("min_interval", _number(evaluation["rate_limit_delay"], where(evaluation, "rate_limit_delay",
+                                                                         "evaluation.rate_limit_delay"), float, 0),
+            "evaluation.rate_limit_delay")
     put("both_orders", bool(data.get("both_orders", False)),
         "both_orders" if "both_orders" in data else "EVE judges each pair once, in a random order per question")
     output = data.get("output") or _Map()

@@ -50,6 +50,7 @@ import re
 import subprocess
 import sys
 import urllib.request
+import time
 from collections import Counter
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -193,6 +194,7 @@ def build_app(cfg: StubConfig):  # -> aiohttp.web.Application
     # Completion requests being handled right now, and the most at any one time (the peak is
     # how a test proves that a shared per-endpoint limit held).
     load = {"in_flight": 0, "peak": 0}
+    arrivals: list[float] = []  # time.monotonic() of each completion request's arrival
 
     def error(status: int, message: str, headers: dict[str, str] | None = None) -> web.Response:
         return web.json_response({"error": {"message": message, "code": status}}, status=status,
@@ -219,6 +221,7 @@ def build_app(cfg: StubConfig):  # -> aiohttp.web.Application
         prompt = _prompt_of(body)
         attempt = requests[prompt]
         requests[prompt] += 1
+        arrivals.append(time.monotonic())
         marks = set(_MARKER.findall(prompt))
 
         if "no_max_tokens" in marks and "max_tokens" in body:
@@ -252,11 +255,12 @@ def build_app(cfg: StubConfig):  # -> aiohttp.web.Application
         return web.json_response({"requests": requests, "answered": answered, "faults": faults,
                                   "rejected": rejected,
                                   "total": sum(requests.values()) + sum(rejected.values()),
-                                  "peak_in_flight": load["peak"]})
+                                  "peak_in_flight": load["peak"], "arrivals": arrivals})
 
     async def reset(request: web.Request) -> web.Response:
         for counter in (requests, answered, faults, rejected):
             counter.clear()
+        arrivals.clear()
         load["peak"] = load["in_flight"]
         return web.json_response({"ok": True})
 

@@ -208,7 +208,7 @@ def test_the_example_win_rate_config_converts_with_its_seed_stated(keys, tmp_pat
                               "base_url": "${EVEKIT_SERVER_URL}", "api_key_env": "MISTRAL_API_KEY"}
     assert [m["name"] for m in v["model_b"]] == ["reference-writer", "long-writer"]
     assert any(f"seed {eve.drawn_seed(path)}" in n for n in conv.notes)
-    assert any("rate_limit_delay" in n for n in conv.notes)
+    assert v["min_interval"] == 0.05                         # evaluation.rate_limit_delay, applied per client
     assert run.eve["templates"]["results_filename"] == "results_{model_a}_vs_{model_b}.csv"
     # null = random: another file draws another seed, the same file the same one (its cache replays).
     other = tmp_path / "win_rate_config.yaml"

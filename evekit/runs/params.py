@@ -393,6 +393,8 @@ class Client(Params):
     cache_dir: str = param("outputs/cache", help="every call is cached here; a rerun resumes", group="client",
                            path=True)
     offline: bool = param(False, help="True: replay from the cache only, a miss is an error", group="client")
+    min_interval: float = param(0.0, help="seconds between the starts of two calls of one client (EVE's "
+                                "rate_limit_delay); 0: none", group="client", minimum=0)
 
     @property
     def cache_path(self) -> Path:
@@ -401,7 +403,7 @@ class Client(Params):
     def client_settings(self) -> dict[str, Any]:
         """The keyword arguments every model client and judge panel of the run takes."""
         return {"concurrency": self.concurrency, "timeout": self.timeout, "max_retries": self.max_retries,
-                "cache_dir": self.cache_path, "offline": self.offline}
+                "cache_dir": self.cache_path, "offline": self.offline, "min_interval": self.min_interval}
 
 
 @dataclass(kw_only=True)
