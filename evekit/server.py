@@ -192,9 +192,7 @@ def thread_plan(cores: int | None = None, busy: float | None = None) -> ThreadPl
     idle = max(1, int(round(cores - busy)))
     threads = min(idle, cores - 1 if cores > 2 else cores)
     poll = 0 if busy >= 0.5 else 50
-    reason = (f"{cores} cores, {busy:.1f} busy: {threads} thread{'s' if threads != 1 else ''}"
-              f"{', one core left free' if cores > 2 and threads == cores - 1 else ''}"
-              f", {'no spin-wait (--poll 0): the machine is busy' if poll == 0 else 'spin-wait (--poll 50): the machine is quiet'}")
+    rule_threads, rule_poll = threads, poll
     for name, value in ((THREADS_ENV, env_threads), (POLL_ENV, env_poll)):
         if value is None:
             continue
@@ -210,6 +208,11 @@ def thread_plan(cores: int | None = None, busy: float | None = None) -> ThreadPl
             poll = number
     if env_threads or env_poll:
         reason = f"{threads} threads, --poll {poll}: set by {' and '.join(n for n, v in ((THREADS_ENV, env_threads), (POLL_ENV, env_poll)) if v)}"
+    else:
+        reason = (f"{cores} cores, {busy:.1f} busy: {rule_threads} thread{'s' if rule_threads != 1 else ''}"
+                  f"{', one core left free' if cores > 2 and rule_threads == cores - 1 else ''}, "
+                  + ("no spin-wait (--poll 0): the machine is busy" if rule_poll == 0
+                     else "spin-wait (--poll 50): the machine is quiet"))
     return ThreadPlan(threads, poll, reason)
 
 
