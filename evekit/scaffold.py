@@ -22,8 +22,11 @@ from evekit.atomic import write_text_atomic
 from evekit.errors import ParameterError
 from evekit.paths import REPO_ROOT, safe_name
 from evekit.runs.params import files_checked
-from evekit.runs.registry import KINDS
+from evekit.runs.judge_validation.kind import KIND as VALIDATION
+from evekit.runs.kind import RunKind
+from evekit.runs.summary.kind import KIND as SUMMARY
 from evekit.runs.task.kind import KIND as TASK
+from evekit.runs.win_rate.kind import KIND as WIN_RATE
 from evekit.tasks import TASKS, head_to_head_tasks
 
 __all__ = ["parse_judge", "parse_model", "init_files", "main"]
@@ -49,11 +52,10 @@ def parse_model(text: str) -> tuple[str, str]:
     return m["model"], m["url"]
 
 
-def _yaml_lines(kind_name: str, values: Mapping[str, Any], *, variant: str | None = None,
+def _yaml_lines(kind: RunKind, values: Mapping[str, Any], *, variant: str | None = None,
                 header: str) -> str:
     """The file's text: the header, then each value with its parameter's help as a comment (values
     checked by the kind's parameters first)."""
-    kind = KINDS[kind_name]
     notebook = values.get("task") if kind is TASK and values.get("task") in TASKS else kind.notebooks[0]
     # The files named may be written by the runs before this one; the key variables may be set later.
     with files_checked(False, environment=False):
@@ -85,13 +87,13 @@ def init_files(out: Path, *, model: str, base_url: str, api_key_env: str | None 
     judges = [dict(j) for j in judges]
     written = []
 
-    def write(name: str, kind: str, values: dict[str, Any], header: str, variant: str | None = None) -> None:
+    def write(name: str, kind: RunKind, values: dict[str, Any], header: str, variant: str | None = None) -> None:
         path = out / name
         write_text_atomic(path, _yaml_lines(kind, values, variant=variant, header=header))
         written.append(path)
 
     if judges:
-        write("judge_validation.yaml", "judge_validation",
+        write("judge_validation.yaml", VALIDATION,
               {"judge_kind": "fact_check", "judges": judges, "run_name": run_name, **common},
               "How far the judges agree with expert verdicts on the bundled labelled answers; the task\n"
               "reports show it beside the judges' scores.")
@@ -106,7 +108,7 @@ def init_files(out: Path, *, model: str, base_url: str, api_key_env: str | None 
             if validation and spec.judge_kind == "fact_check":
                 values["judge_validation"] = validation
         values.update(run_name=run_name, **common)
-        write(f"{task}.yaml", "task", values,
+        write(f"{task}.yaml", TASK, values,
               f"{task}: {model} at {base_url}." + ("" if sample else
               f"\nThe rows come from the hub ({spec.hub_id}); offline, run `evekit prepare` first or set dataset to a local file."),
               variant="task")
@@ -115,19 +117,19 @@ def init_files(out: Path, *, model: str, base_url: str, api_key_env: str | None 
         task = pairwise[0]
         b_model, b_url = baseline
         b_run = safe_name(b_model)
-        write(f"{task}.baseline.yaml", "task",
+        write(f"{task}.baseline.yaml", TASK,
               {"model_name": b_model, "base_url": b_url, "api_key_env": api_key_env,
                "dataset": str(REPO_ROOT / "data" / f"{task}.jsonl") if sample else TASKS[task].hub_id, "limit": None,
                "judges": judges, "run_name": b_run, **common},
               f"The baseline {b_model} on {task}, whose answers the win rate compares with {model}'s.", variant="task")
         if judges:
-            write("win_rate.yaml", "win_rate",
+            write("win_rate.yaml", WIN_RATE,
                   {"task": task,
                    "model_a": [{"name": model, "file": f"outputs/{run_name}/{safe_name(model)}/{task}/samples.csv"}],
                    "model_b": [{"name": b_model, "file": f"outputs/{b_run}/{safe_name(b_model)}/{task}/samples.csv"}],
                    "judges": judges, "run_name": run_name, **common},
                   f"{model} against the baseline {b_model} on {task}, judged pairwise (both orders).")
-    write("summary.yaml", "summary",
+    write("summary.yaml", SUMMARY,
           {"run_name": run_name, "compare_runs": [safe_name(baseline[0])] if baseline else [], "output_dir": "outputs"},
           "The leaderboard over every result of the run (and of the baseline's run).")
     return written
