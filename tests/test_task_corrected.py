@@ -189,3 +189,32 @@ def test_expert_labels_correct_the_win_rate_of_a_comparison(tmp_path):
         run2.load()
         run2.judge()
         run2.corrected_scores()
+
+
+def test_evekit_plan_says_how_many_labels_a_target_half_width_needs(tmp_path, capsys):
+    import yaml
+
+    from evekit.batch import plan
+
+    folder = tmp_path / "validation"
+    folder.mkdir()
+    gold = np.array([1] * 40 + [0] * 40)
+    judged = gold.copy()
+    judged[:8] = 0                                                        # 8 of 80 verdicts wrong
+    pd.DataFrame({"label": gold, "judge_strict": judged}).to_csv(folder / "verdicts.csv", index=False)
+    (folder / "results.json").write_text("{}")
+    params = {"task": "open_ended", "model_name": "m", "base_url": "http://127.0.0.1:9/v1", "api_key_env": None,
+              "dataset": str(ROOT / "data" / "open_ended.jsonl"), "limit": None, "num_fewshot": 0,
+              "judges": [{"name": "strict", "model": "m", "base_url": "http://127.0.0.1:9/v1"}],
+              "judge_validation": str(folder / "results.json"), "expert_labels_target": 0.15,
+              "cache_dir": str(tmp_path / "c"), "output_dir": str(tmp_path / "o"), "run_name": "p"}
+    path = tmp_path / "open_ended.yaml"
+    path.write_text(yaml.safe_dump(params))
+    (planned,) = plan.plan_files([path])
+    upper = correction.disagreement_rate(gold, judged)["ci_high"]
+    expected = correction.labels_needed(0.15, upper, n_items=56)
+    assert expected["value"] is not None and expected["value"] < expected["labels_only"]
+    assert f"needs {expected['value']} expert labels" in planned.labels
+    assert f"{upper:.2f}" in planned.labels and "judge validation" in planned.labels
+    with pytest.raises(ParameterError, match="expert_labels_target"):
+        TaskRun.from_notebook({**params, "expert_labels_target": 0.7})

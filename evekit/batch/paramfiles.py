@@ -120,7 +120,9 @@ def load_params(path: Path, server_url: str | None = None) -> dict[str, Any]:
     except ParameterError as exc:  # name the file (and the field: the first one that uses it)
         field = next(iter(_fields_using(params, SERVER_URL_PLACEHOLDER)), "")
         raise ParameterError(f"{path}: {field + ': ' if field else ''}{exc}") from None
-    _check_environment_refs(params, path)
+    # The planning commands keep the server's placeholder as written (no server runs; cache keys do not
+    # hold the URL): only that one is allowed to stay.
+    _check_environment_refs(params, path, keep=("EVEKIT_SERVER_URL",) if server_url == SERVER_URL_PLACEHOLDER else ())
     return params
 
 
@@ -136,17 +138,20 @@ def _fields_using(value: Any, text: str, where: str = "") -> list[str]:
     return [where] if isinstance(value, str) and text in value else []
 
 
-def _check_environment_refs(value: Any, path: Path, where: str = "") -> None:
-    """Every `${NAME}` left in a value must name a set environment variable: an unset one is a
-    ParameterError naming the file and the field now, not a failure inside the kernel later."""
+def _check_environment_refs(value: Any, path: Path, where: str = "", keep: tuple[str, ...] = ()) -> None:
+    """Every `${NAME}` left in a value must name a set environment variable (or one of `keep`): an
+    unset one is a ParameterError naming the file and the field now, not a failure inside the kernel
+    later."""
     if isinstance(value, dict):
         for k, v in value.items():
-            _check_environment_refs(v, path, f"{where}.{k}" if where else str(k))
+            _check_environment_refs(v, path, f"{where}.{k}" if where else str(k), keep)
     elif isinstance(value, list):
         for i, v in enumerate(value):
-            _check_environment_refs(v, path, f"{where}[{i}]")
+            _check_environment_refs(v, path, f"{where}[{i}]", keep)
     elif isinstance(value, str):
         for name in _ENV_REF.findall(value):
+            if name in keep:
+                continue
             if not name or name not in os.environ:
                 raise ParameterError(f"{path}: {where}: ${{{name}}} names an environment variable that is not set "
                                      f"(export {name or 'NAME'}=... before evekit run)")

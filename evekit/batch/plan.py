@@ -105,6 +105,7 @@ class RunPlan:
     calls: list[PlannedCall] = field(default_factory=list)
     bound: dict[str, tuple[int, int, int, str, str]] = field(default_factory=dict)
     note: str | None = None
+    labels: str | None = None  # `expert_labels_target`: the expert labels the corrected score needs
 
     @property
     def label(self) -> str:
@@ -253,6 +254,7 @@ def plan_files(param_files: Iterable[str | Path], *, notebooks_dir: str | Path |
                     run = kind.load_runner().from_notebook(namespace)
                 plan.task = run.task.name
                 _play(run, plan, caches)
+                plan.labels = _labels_needed(run)
             except EvekitError as exc:  # which file it was; a hub dataset needs `evekit prepare` first
                 raise type(exc)(f"{display_path(f.path)}: {exc}") from None
     finally:
@@ -311,6 +313,28 @@ def _play(run: Any, plan: RunPlan, caches: dict[Path, ResponseCache]) -> None:
         plan.calls += client.calls
     if run.task.judge_kind is not None:
         _judge_bound(run, plan)
+
+
+def _labels_needed(run: Any) -> str | None:
+    """`expert_labels_target` in words: the labels a corrected judged score needs for that half-width."""
+    c = run.config
+    target = getattr(c, "expert_labels_target", None)
+    specs = c.judge_specs() if target and hasattr(c, "judge_specs") else []
+    if not specs:
+        return None
+    from evekit.paths import resolve_path
+    from evekit.runs.task.corrected import labels_plan
+
+    need = labels_plan(target, len(run.items), [s.name for s in specs],
+                       validation=resolve_path(c.judge_validation) if c.judge_validation else None,
+                       pilot=resolve_path(c.expert_labels) if isinstance(c.expert_labels, str) else None,
+                       pilot_run=c.out_dir)
+    if "note" in need:
+        return need["note"]
+    labels = "more than all the items" if need["labels"] is None else f"{need['labels']} expert labels"
+    return (f"±{target:g} on the corrected score of {need['items']} items needs {labels} (the labels alone: "
+            f"{need['labels_only']}), with the judges disagreeing with experts at most {need['disagreement']:.2f} "
+            f"of the time (the upper 95% bound from {need['source']})")
 
 
 def _judge_bound(run: Any, plan: RunPlan) -> None:
@@ -490,6 +514,8 @@ def main(param_files: Sequence[str], *, out: str | None = None, prices: str | No
     print()
     for plan in plans:
         print(f"{plan.label}: {plan.next_round()}")
+        if plan.labels:
+            print(f"{plan.label}: {plan.labels}")
     not_planned = {k.plan_note for k in KINDS.values() if k.plan_note}
     for n in [note] + sorted({n for n in table["note"].dropna() if n not in not_planned}):
         if n:

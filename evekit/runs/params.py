@@ -365,6 +365,10 @@ class ExpertLabelled(Params):
     expert_labels: str | dict | None = param(
         None, help="filled labelling sheet(s) (`evekit label sample RUN_DIR --n N`): each judged score is also "
         "corrected by them; a win rate with several comparisons: {<model_a>_vs_<model_b>: file}", group="judges")
+    expert_labels_target: float | None = param(
+        None, help="a half-width (e.g. 0.03): `evekit plan` says how many expert labels the corrected score "
+        "needs for it, from the judges' disagreement in judge_validation or a pilot sheet", group="judges",
+        minimum=0)
 
     def check(self) -> None:
         super().check()
@@ -374,6 +378,9 @@ class ExpertLabelled(Params):
             if not isinstance(sheet, str) or (check_files() and not resolve_path(sheet).is_file()):
                 raise ParameterError(f"parameter expert_labels: file not found: {sheet} (a sheet written by "
                                      "`evekit label sample`, with its label column filled)")
+        if self.expert_labels_target is not None and not 0 < self.expert_labels_target < 0.5:
+            raise ParameterError(f"parameter expert_labels_target={self.expert_labels_target!r}: a half-width "
+                                 "between 0 and 0.5 (e.g. 0.03)")
 
 
 @dataclass(kw_only=True)

@@ -27,7 +27,8 @@ from evekit.atomic import write_csv_atomic, write_text_atomic
 from evekit.errors import DataError
 from evekit.paths import display_path
 
-__all__ = ["verdict_metrics", "expert_corrections", "validation_corrections", "PPI_SUFFIX", "RG_SUFFIX"]
+__all__ = ["verdict_metrics", "expert_corrections", "validation_corrections", "labels_plan", "PPI_SUFFIX",
+           "RG_SUFFIX"]
 
 PPI_SUFFIX = "_ppi"
 RG_SUFFIX = "_rg"
@@ -102,3 +103,34 @@ def validation_corrections(samples: pd.DataFrame, validation: str | Path, judge_
             continue
         out[metric + RG_SUFFIX] = {**res, "raw": metric, "validation": display_path(Path(validation))}
     return {"metrics": out, "notes": notes}
+
+
+def labels_plan(half_width: float, n_items: int, judge_names: Sequence[str], *, validation: str | Path | None = None,
+                pilot: str | Path | None = None, pilot_run: str | Path | None = None) -> dict[str, Any]:
+    """How many expert labels the corrected headline needs for an interval of +-`half_width` over
+    `n_items` judged items (`correction.labels_needed`), from the judges' rate of disagreement with
+    expert labels: a pilot sheet of this run (`pilot`, checked against the run folder `pilot_run`)
+    when there is one, else the judge validation's verdicts.csv; its Wilson upper bound, to be safe.
+    {"labels", "labels_only", "disagreement", "source"} or {"note"} when neither is there."""
+    column = "judge_voting" if len(judge_names) > 1 else f"judge_{judge_names[0]}"
+    disagreement = source = None
+    if pilot is not None and pilot_run is not None and (Path(pilot_run) / "samples.csv").is_file():
+        rows = labels.read_sheet(pilot, pilot_run)
+        verdicts = labels.run_verdicts(pilot_run, column).reindex(rows["id"])
+        d = correction.disagreement_rate(rows["score"].to_numpy(float), verdicts.to_numpy(float))
+        disagreement, source = d, f"the pilot sheet {display_path(Path(pilot))} ({d['n']} labels)"
+    elif validation is not None:
+        counts = labels.validation_counts(validation, column)
+        (k_se, n_se), (k_sp, n_sp) = counts["sensitivity"], counts["specificity"]
+        wrong = (n_se - k_se) + (n_sp - k_sp)
+        from evekit.stats import proportion_interval
+
+        disagreement = proportion_interval([1.0] * wrong + [0.0] * (n_se + n_sp - wrong))
+        source = f"the judge validation {display_path(Path(validation))} ({n_se + n_sp} labels)"
+    if disagreement is None or disagreement.get("n", 0) == 0:
+        return {"note": "expert_labels_target: no judge_validation and no pilot sheet of this run to read the "
+                        "judges' disagreement from"}
+    upper = float(disagreement["ci_high"])
+    need = correction.labels_needed(half_width, min(upper, 1.0), n_items=n_items)
+    return {"labels": need["value"], "labels_only": need["labels_only"], "disagreement": upper, "source": source,
+            "half_width": half_width, "items": n_items}
