@@ -497,7 +497,7 @@ def spans_html(answer: str, *, gold_hard: Hard, gold_soft: Soft, pred_hard: Hard
     shows the value); `not_found` lists the reply's phrases that do not occur in the answer;
     `caption` heads the table. Every piece of text (answer, phrases, caption) goes through
     html.escape: nothing a dataset or a model wrote is ever markup."""
-    cell = 'style="vertical-align: top; white-space: pre-wrap; padding: 4px 8px; width: 50%"'
+    cell = 'style="vertical-align: top; white-space: pre-wrap; padding: 4px 8px; width: 50%; text-align: left"'
     missing = [html.escape(str(t)) for t in not_found]
     note = (f'<div style="margin-top: 4px; font-size: 90%">not in the answer: '
             f'{"; ".join(f"<q>{m}</q>" for m in missing)}</div>') if missing else ""

@@ -943,13 +943,16 @@ class TaskRun(NotebookRun):
             print(f"No failing items: every one of the {len(self.answered)} answered items got the top score.")
             return None
         key = tasks.metric_column(self.headline, self.judge_names)
-        shown = ["doc_id", "doc.Question", "target", "filtered_resps"]
+        # An item asked several times (repeats, option orders) shows which time each row is.
+        shown = ["doc_id", *(c for c in ("repeat", "permutation") if c in s.columns), "doc.Question", "target",
+                 "filtered_resps"]
         extra = [c for c in ("doc.Choices", "doc.Answer", "parsed", "unparsed_reason", key, "acc", "entity_f1",
                              "truncated")
                  if c in s.columns and c not in shown]
         extra += [f"judge_{j}_reasoning" for j in self.judge_names if f"judge_{j}_reasoning" in s.columns]
         total, k = len(failing), min(n, len(failing))
-        caption = (f"showing {k} of {total} failing items" if k < total else f"{total} failing item(s)")
+        unit = "answers" if len(self.items) != len(self.base_items) else "items"
+        caption = (f"showing {k} of {total} failing {unit}" if k < total else f"{total} failing {unit[:-1]}(s)")
         print(caption)
         return _full_text(failing[shown + list(dict.fromkeys(extra))].head(n), caption)
 
