@@ -201,9 +201,9 @@ def _run_locked(run: RunFile, notebook: Path, out_root: Path, run_dir: Path, htm
         with open(kernel_stderr, encoding="utf-8", errors="replace") as stream:
             forward_kernel_stderr(stream.read(), prefix=prefix)
         os.unlink(kernel_stderr)
-    dirs = saved_output_dirs(out_root, execution)
+    records, _ = find_run_records(out_root, execution=execution) if out_root.exists() else ([], [])
+    dirs = [r.dir for r in records]
     status = "passed" if ok else "failed"
-    records, _ = find_run_records(out_root, execution=execution) if dirs else ([], [])
     for record in records:
         why = all_calls_failed(record)
         if why:  # no result at all: never a report that reads like one, never exit 0
