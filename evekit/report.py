@@ -7,6 +7,8 @@ their cells HTML-escaped (`FullText`, `shown`), never as markup.
 from __future__ import annotations
 
 import math
+import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +56,18 @@ def format_metric(m: dict[str, Any] | None) -> str:
     return f"{m['value']:.3f}{ci}"
 
 
+
+
+# Markdown's punctuation that could format text, make a link or open math (`$`), backslash-escaped.
+_MARKDOWN_PUNCTUATION = re.compile(r"([\\`*_{}\[\]()#+\-.!|~$])")
+
+
+def markdown_text(value: Any) -> str:
+    """`value` as Markdown that shows it as text: no emphasis, link, heading, math or HTML comes out
+    of it (nbconvert renders Markdown with raw HTML allowed). For names a user or a dataset chose
+    (run, model, file) inside a notebook's or report's Markdown."""
+    s = _MARKDOWN_PUNCTUATION.sub(r"\\\1", str(value))
+    return s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def shown(table: pd.DataFrame) -> pd.DataFrame:

@@ -55,6 +55,7 @@ __all__ = [
     "level_metrics",
     "gold_spans",
     "span_request",
+    "level_task",
     "ask_spans",
     "add_span_columns",
     "span_metrics",
@@ -1050,6 +1051,21 @@ def level_metrics(level: str) -> tuple[str, ...]:
     names = _span_metric_names(level)
     binary = get_task("hallucination_detection").metrics
     return binary if level == "binary" else (*binary, *names) if level == "all" else names
+
+
+SPAN_PLOT = PlotSpec("score_distribution", "hard_iou_distribution.png", "hard_iou")
+
+
+def level_task(task: Task | str, level: str) -> Task:
+    """hallucination_detection at `level`: its metrics (`level_metrics`), the per-item IoU plot at
+    the span levels, and the constant baselines only where the binary level is asked."""
+    task = get_task(task)
+    spans.check_level(level)
+    if level == "binary":
+        return task
+    binary = level == "all"
+    return dataclasses.replace(task, metrics=level_metrics(level), constant_baselines=binary and task.constant_baselines,
+                               plots=(*(task.plots if binary else ()), SPAN_PLOT))
 
 
 def _check_hallucination_items(items: Sequence[Item]) -> None:

@@ -77,7 +77,7 @@ DEMO = dict(model_name="smollm2-135m-instruct", base_url="http://127.0.0.1:8080/
             cache_dir="tests/fixtures/recorded_cache", run_name="recorded")
 # The explorer's cell text (`evekit.explorer`), and the anchor the index's numbers link to.
 EXPLORER_TEXT = ("## Explore every {unit}\nOne row per {unit}: sort by a column, search every text, and click a "
-                 "row to open its whole story: {what}. In report.html the address `#explorer?outcome=wrong` "
+                 "row to open its whole story: {what}. In report.html the address `#explorer?outcome={example}` "
                  "opens it filtered.")
 METRICS_ANCHOR = '<a id="metrics"></a>\n\n'
 HEADER = ("# Parameters (papermill overrides these; see params/). Defaults replay a recorded run of the\n"
@@ -99,7 +99,7 @@ def parameters_source(task: str, spec: dict) -> str:
               "num_fewshot": spec["num_fewshot"], "limit": spec["limit"],
               "judges": DEMO_JUDGES if CATALOGUE[task].judge_kind else []}
     return parameters_cell("task", values, {"dataset": f'a local file or a hub id such as "{CATALOGUE[task].hub_id}"'},
-                           variant="task")
+                           variant=task)
 
 
 
@@ -190,7 +190,11 @@ def build(task: str, spec: dict, *, intro: str | None = None, params: str | None
                           "failed (unparsed, or below the top score), each in full, with whether the answer "
                           "was cut off at `max_tokens` and the judges' rationales."),
         code("run.worst(5)"),
-        new_markdown_cell(EXPLORER_TEXT.format(unit="item", what=(
+        *([new_markdown_cell("## Hallucinated spans\nWith `level` \"hard_spans\", \"soft_spans\" or \"all\": the "
+                             "items with the lowest IoU, each answer with the gold spans beside the predicted ones "
+                             "(deeper colour: higher probability)."),
+           code("run.span_view(5)")] if task == "hallucination_detection" else []),
+        new_markdown_cell(EXPLORER_TEXT.format(unit="item", example="wrong", what=(
             "the messages sent (few-shot examples collapsed), the raw reply, the parsed answer, the gold answer "
             "and choices or documents, each judge's verdict and rationale, the scores, finish_reason, tokens "
             "and the error of a failed call. Filter by outcome (correct, wrong, unparsed, failed, truncated, "
@@ -309,7 +313,7 @@ def build_judge_validation() -> nbformat.NotebookNode:
         new_markdown_cell("## Where the panel is wrong\nItems whose vote is not the label, with each judge's "
                           "reasoning (or why it abstained)."),
         code("run.disagreements(5)"),
-        new_markdown_cell(EXPLORER_TEXT.format(unit="validated answer", what=(
+        new_markdown_cell(EXPLORER_TEXT.format(unit="validated answer", example="wrong", what=(
             "the question, the reference, the answer judged, the expert label, the panel's vote and each "
             "judge's verdict and reasoning (or why it abstained). Filter by outcome (correct: the vote is the "
             "label, wrong, abstained, judges disagree) or by case type"))),
@@ -391,7 +395,7 @@ def build_ranking() -> nbformat.NotebookNode:
         new_markdown_cell("## What the judges said\n\nA few decisions with the judge's rationale (`model_a`: the model "
                           "whose answer was shown first)."),
         code("run.rationales(5)"),
-        new_markdown_cell(EXPLORER_TEXT.format(unit="battle", what=(
+        new_markdown_cell(EXPLORER_TEXT.format(unit="battle", example="tie", what=(
             "the question, the reference, both answers (A: shown first), the judge's verdict and rationale "
             "and what the other judges said on the same battle. Filter by outcome (A wins, B wins, tie, "
             "abstained, judges disagree) or by judge"))),
@@ -454,13 +458,18 @@ def build_win_rate() -> nbformat.NotebookNode:
                           "share of questions on which all judges gave the same verdict. *failed*: questions\nwithout a "
                           "usable verdict (excluded)."),
         code("run.summary_table()"),
+        new_markdown_cell("## Judge-corrected win rate\n\nWith `expert_labels` (an expert's A / B / tie labels of a "
+                          "random draw of a comparison's questions, `evekit label sample <comparison folder>`): the "
+                          "vote's alpaca win rate of A corrected by prediction-powered inference, beside the labels "
+                          "alone."),
+        code("run.corrected_scores()"),
         new_markdown_cell("## Plots\n\nShare of questions won, tied and lost per judge; position bias with its 95% "
                           "interval; how often each pair\nof judges agreed."),
         code("run.plots()"),
         new_markdown_cell("## What the judges said\n\nA few decisions with the judge's rationale (`shown_first`: the "
                           "model whose answer was shown as A)."),
         code("run.rationales(5)"),
-        new_markdown_cell(EXPLORER_TEXT.format(unit="decision", what=(
+        new_markdown_cell(EXPLORER_TEXT.format(unit="decision", example="tie", what=(
             "the question, the reference, both answers, which was shown first, the judge's verdict and "
             "rationale and what the other judges said. Filter by outcome (a model wins, tie, abstained, "
             "judges disagree) or by judge"))),

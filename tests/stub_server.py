@@ -100,9 +100,11 @@ class StubConfig:
     # Refuse every `response_format` of type json_schema as llama.cpp's server does (HTTP 500).
     reject_json_schema: bool = False
     # Answer a request with a `response_format` with a judge verdict {"reasoning", "verdict"} (0 or 1,
-    # from a hash of the prompt) instead of the echo, so judges get usable replies.
+    # from a hash of the prompt) instead of the echo, so judges get usable replies; a pairwise judge's
+    # prompt (its <answer_a> tag) gets {"rationale", "winner"} (A, B or tie, from the hash).
     verdicts: bool = False
-    # With `verdicts`: the judges' reasoning, when set (the injection tests put markup in it).
+    # With `verdicts`: the judges' reasoning (and pairwise rationale), when set (the injection tests
+    # put markup in it).
     reasoning: str | None = None
 
 
@@ -145,6 +147,10 @@ def answer_body(body: dict[str, Any], chat: bool, verdicts: bool = False, seed: 
     strengths = _STRENGTH.findall(prompt)
     if len(strengths) >= 2:  # a pairwise judge's prompt with answers A and B
         answer = _pairwise_verdict(seed, str(body.get("model")), prompt, int(strengths[0]), int(strengths[1]))
+    elif verdicts and body.get("response_format") and "<answer_a>" in prompt:  # a pairwise judge
+        winner = ("A", "B", "tie")[hashlib.sha256(prompt.encode()).digest()[0] % 3]
+        answer = json.dumps({"rationale": judge_reasoning or f"stub winner on {len(prompt)} characters",
+                             "winner": winner})
     elif verdicts and body.get("response_format"):
         verdict = hashlib.sha256(prompt.encode()).digest()[0] % 2
         answer = json.dumps({"reasoning": judge_reasoning or f"stub verdict on {len(prompt)} characters",

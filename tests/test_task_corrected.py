@@ -147,3 +147,45 @@ def test_a_label_given_to_another_answer_is_left_out_with_a_note(tmp_path, stubs
     m = run.compute_metrics()["judge_voting_ppi"]
     assert m["n_labels"] == 11
     assert any("1 labelled row(s) left out (line(s) 2)" in note for note in run.notes)
+
+
+# -- the win rate -------------------------------------------------------------------------------
+
+
+def test_expert_labels_correct_the_win_rate_of_a_comparison(tmp_path):
+    from test_winrate import Scripted, by_quality, judges, write_csv
+
+    from evekit.runs import win_rate as wr
+
+    qs = [f"q{i}: what is the revisit time of mission {i}?" for i in range(30)]
+    fa = write_csv(tmp_path / "a.csv", qs, [f"{'GOOD ' if i % 3 else ''}a {i}" for i in range(30)])
+    fb = write_csv(tmp_path / "b.csv", qs, [f"{'GOOD ' if i % 5 == 0 else ''}b {i}" for i in range(30)])
+    params = dict(task="open_ended", model_a=[{"name": "a", "file": str(fa)}], model_b=[{"name": "b", "file": str(fb)}],
+                  judges=judges("j1", "j2"), output_dir=str(tmp_path / "out"), run_name="w", both_orders=False)
+    first = wr.WinRateRun(wr.validate_params(**params), clients=Scripted(by_quality).clients(["j1", "j2"]))
+    first.load()
+    first.judge()
+    folder = first.save()[0]
+    sheet = tmp_path / "pairs.csv"
+    assert cli(["label", "sample", str(folder), "--n", "10", "--seed", "1", "--out", str(sheet)]) == 0
+    filled = pd.read_csv(sheet, dtype=str, keep_default_na=False)
+    filled["label"] = ["B"] * len(filled)                   # an expert who prefers b on every question drawn
+    filled.to_csv(sheet, index=False)
+    run = wr.WinRateRun(wr.validate_params(**params, expert_labels=str(sheet)),
+                        clients=Scripted(by_quality).clients(["j1", "j2"]))
+    run.load()
+    run.judge()
+    table = run.corrected_scores()
+    raw = table.loc[("a_vs_b", "alpaca_win_rate_a (raw vote)"), "value"]
+    fixed = table.loc[("a_vs_b", "alpaca_win_rate_a_ppi")]
+    assert fixed["value"] < raw and fixed["n_labels"] == 10
+    assert table.loc[("a_vs_b", "alpaca_win_rate_a (labels only)"), "value"] == 0.0
+    saved = json.loads((run.save()[0] / "metrics.json").read_text())
+    assert saved["corrected"]["metric"]["value"] == pytest.approx(fixed["value"], abs=1e-4)
+    with pytest.raises(ParameterError, match="several comparisons"):
+        two = dict(params, model_b=[{"name": "b", "file": str(fb)}, {"name": "c", "file": str(fb)}])
+        run2 = wr.WinRateRun(wr.validate_params(**two, expert_labels=str(sheet)),
+                             clients=Scripted(by_quality).clients(["j1", "j2"]))
+        run2.load()
+        run2.judge()
+        run2.corrected_scores()

@@ -20,6 +20,8 @@ from evekit.errors import EvekitError, OutputError, RunLockedError
 from evekit.paths import REPO_ROOT, display_path, output_path, resolve_path, safe_name
 from evekit.runs.records import (EXECUTION_ENV, RUN_RECORD, all_calls_failed, find_run_records, fingerprint,
                                  write_attempt)
+from evekit.runs.tracked import BATCH_ENV, finish_tracking, open_tracking
+from evekit.tracking import describe
 
 # papermill saves the executed notebook as it goes (at each cell's start and end): through this scheme
 # each save is atomic (`evekit.atomic`), so a kill or a full disk leaves the last whole notebook.
@@ -214,6 +216,11 @@ def _run_locked(run: RunFile, notebook: Path, out_root: Path, run_dir: Path, htm
         print(f"{prefix}  note: {notebook.name} with {run.path} saved no outputs (no {RUN_RECORD} was written "
               f"under {display_path(out_root)}); its report goes to {display_path(run_dir / 'failed')}",
               file=sys.stderr)
+    # The run's tracker (its `tracking` parameter) logs each folder it saved once report.html is there,
+    # so the report is logged too and its header names the tracker run.
+    track = run.params.tracking_config if run.kind is not None and run.params is not None else None
+    group = (env or {}).get(BATCH_ENV) or os.environ.get(BATCH_ENV)
+    sessions = {d: open_tracking(d, run.kind, track, out_root=out_root, group=group) for d in dirs} if track else {}
     try:
         if html and executed.exists():
             targets = dirs or [run_dir / "failed" / stem]
@@ -222,6 +229,8 @@ def _run_locked(run: RunFile, notebook: Path, out_root: Path, run_dir: Path, htm
     except OutputError as exc:  # a full disk: one line naming the file; what was written stays
         ok, status, reason = False, "failed", str(exc)
         print(f"{prefix}  FAILED: {notebook.name} with {run.path}: {exc}", file=sys.stderr)
+    for d, session in sessions.items():
+        print(f"{prefix}  {describe(finish_tracking(d, session, d / 'report.html'))}", flush=True)
     try:
         write_attempt(run_dir, stem, execution=execution, status=status, params_file=run.path, inputs=inputs,
                       started=started, dirs=dirs, reason=reason)
@@ -255,11 +264,27 @@ def _run_file(f: RunFile, nb_dir: Path, server_url: str | None, output_dir: str 
 
 
 
+def _track_all(files: list[RunFile], backend: str) -> None:
+    """`evekit run --track BACKEND`: every run of a notebook kind whose file sets no `tracking`."""
+    from evekit.tracking import TrackingConfig
+
+    TrackingConfig.from_param(backend)  # a ParameterError names the backends
+    for f in files:
+        if f.params is not None and f.params.tracking_config is None:
+            f.params.tracking = backend
+            if "tracking" in f.injected:
+                f.injected["tracking"] = backend
+
+
 def run_batch(param_files: list[str], *, serve: bool = False, output_dir: str | None = None,
               html: bool = True, notebooks_dir: str | None = None,
-              progress_every: float = PROGRESS_EVERY, jobs: int = 1, fresh_kernels: bool = False) -> int:
+              progress_every: float = PROGRESS_EVERY, jobs: int = 1, fresh_kernels: bool = False,
+              track: str | None = None) -> int:
     """Run every parameter file; return a process exit code (0 only when all notebooks passed).
 
+    `track` ("mlflow" or "wandb"): track every run whose file sets no `tracking` with that backend.
+    The runs' tracker runs are grouped by EVEKIT_BATCH (W&B group, MLflow tag `evekit.batch`), set for
+    the batch unless it is set already.
     `jobs`: at most this many notebooks at the same time, each once the notebooks it waits for
     (`waits_for`) have finished. Kernels are forked from a warm kernel server (`evekit.kernels`)
     unless `fresh_kernels` (or EVEKIT_FRESH_KERNELS=1) asks for a new interpreter each.
@@ -285,7 +310,7 @@ def run_batch(param_files: list[str], *, serve: bool = False, output_dir: str | 
     try:
         with locked_run_folders(folders):
             return _run_batch_locked(paths, nb_dir, serve, check_url, output_dir, html, progress_every, jobs,
-                                     fresh_kernels)
+                                     fresh_kernels, track)
     except RunLockedError as exc:
         print(f"evekit run: {exc}", file=sys.stderr)
         print("evekit run: nothing was run", file=sys.stderr)
@@ -293,7 +318,8 @@ def run_batch(param_files: list[str], *, serve: bool = False, output_dir: str | 
 
 
 def _run_batch_locked(paths: list[Path], nb_dir: Path, serve: bool, check_url: str | None, output_dir: str | None,
-                      html: bool, progress_every: float, jobs: int, fresh_kernels: bool) -> int:
+                      html: bool, progress_every: float, jobs: int, fresh_kernels: bool,
+                      track: str | None = None) -> int:
     import shutil
 
     from evekit.batch.index import write_index
@@ -325,11 +351,14 @@ def _run_batch_locked(paths: list[Path], nb_dir: Path, serve: bool, check_url: s
             print(f"embedded model {server.model} at {server_url}", flush=True)
         files = run_order([read_run_file(p, nb_dir, server_url, output_dir=output_dir, check_files=False)
                            for p in paths])
+        if track:
+            _track_all(files, track)
         limits = endpoint_limits(files)
-        env: dict[str, str] = {}
+        env: dict[str, str] = {BATCH_ENV: os.environ.get(BATCH_ENV) or f"evekit-{time.strftime('%Y%m%d-%H%M%S')}-"
+                                                                        f"{uuid.uuid4().hex[:6]}"}
         if limits:
             slots_dir = Path(tempfile.mkdtemp(prefix="evekit-slots-"))
-            env = limit_environment(limits, slots_dir)
+            env.update(limit_environment(limits, slots_dir))
             print("calls in flight at most: " + ", ".join(f"{n} to {url}" for url, n in sorted(limits.items())),
                   flush=True)
 

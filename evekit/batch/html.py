@@ -11,6 +11,19 @@ from typing import Any
 from evekit.atomic import write_text_atomic
 from evekit.batch.paramfiles import notebook_name
 from evekit.paths import display_path
+from evekit.report import markdown_text
+from evekit.tracking import describe
+
+# report.html loads nothing from the network: nbconvert's lab template, less the blocks that pull
+# require.js, MathJax, Mermaid and the Jupyter widgets' renderer from CDNs (the reports use none of
+# them: their tables, figures and the item explorer are inline HTML, PNG and vanilla JS; a widget,
+# such as a progress bar, shows its text form). Everything else of the template stays.
+OFFLINE_TEMPLATE = """{%- extends 'index.html.j2' -%}
+{%- block html_head_js_requirejs -%}{%- endblock html_head_js_requirejs -%}
+{% block jupyter_widgets %}{% endblock jupyter_widgets %}
+{%- block html_head_js_mathjax -%}{%- endblock html_head_js_mathjax -%}
+{%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}
+"""
 
 # A reproduce line in a notebook's markdown: `papermill notebooks/x.ipynb out.ipynb -f params/...yaml`.
 _REPRODUCE = re.compile(r"(papermill\s+\S*?(?P<nb>[\w.-]+)\.ipynb\s+\S+\s+-f\s+)(?P<file>[^\s`'\"<>]+)")
@@ -52,9 +65,15 @@ def report_identity(executed_notebook: Path, *, params_file: Path | None = None,
     if kind is not None and record_dir is not None:
         card = kind.card(rec)
     return {"run_name": record.get("run_name") or params.get("run_name"), "notebook": notebook, "card": card,
+            "tracking": record.get("tracking"),
             "kind": record.get("kind"), "model": subject,
             "num_fewshot": fewshot if isinstance(fewshot, int) else None,
             "params_file": display_path(params_file) if params_file is not None else None}
+
+
+def _code(value: Any) -> str:
+    """`value` in a code span of Markdown, shown as text whatever it holds (a backtick included)."""
+    return f"<code>{markdown_text(value)}</code>"
 
 
 def report_title(identity: dict[str, Any]) -> str:
@@ -74,34 +93,50 @@ def render_html(executed_notebook: Path, html_path: Path, *, params_file: Path |
     to that file (the notebook's text names its default parameter file).
     """
     import nbformat
-    from nbconvert import HTMLExporter
     from nbformat.v4 import new_markdown_cell
 
     nb = nbformat.read(executed_notebook, as_version=4)
     identity = report_identity(executed_notebook, params_file=params_file, record_dir=record_dir)
     title = report_title(identity) or html_path.parent.name
-    lines = [f"# {title}", ""]
-    facts = [f"run `{identity['run_name']}`" if identity.get("run_name") else None,
-             f"notebook `{identity['notebook']}`",
-             f"model `{identity['model']}`" if identity.get("model") else None,
+    # Names (run, model, file) are the user's or a dataset's: text, never Markdown or HTML.
+    lines = [f"# {markdown_text(title)}", ""]
+    facts = [f"run {_code(identity['run_name'])}" if identity.get("run_name") else None,
+             f"notebook {_code(identity['notebook'])}",
+             f"model {_code(identity['model'])}" if identity.get("model") else None,
              f"{identity['num_fewshot']}-shot" if identity.get("num_fewshot") is not None else None]
     lines.append(" · ".join(f for f in facts if f))
     if identity.get("card"):  # the verdict in words, before anything else the report shows
         lines += ["", f'<p class="evekit-card"><strong>{html.escape(identity["card"])}</strong></p>']
+    tracked = describe(identity.get("tracking"))
+    if tracked:  # where the run was logged (evekit.tracking): a link when the tracker has a web address
+        url = (identity.get("tracking") or {}).get("url")
+        text = html.escape(tracked)
+        if isinstance(url, str) and url.startswith(("http://", "https://")):
+            text = text.replace(html.escape(url), f'<a href="{html.escape(url)}">{html.escape(url)}</a>')
+        lines += ["", f'<p class="evekit-tracking">{text}</p>']
     if identity.get("params_file"):
         real = identity["params_file"]
-        lines += ["", f"Reproduce: `papermill notebooks/{identity['notebook']}.ipynb out.ipynb -f {real}`"
+        command = f"papermill notebooks/{identity['notebook']}.ipynb out.ipynb -f {real}"
+        lines += ["", f"Reproduce: {_code(command)}"
                       + (" (with `evekit serve` running and `EVEKIT_SERVER_URL` exported, or "
-                         f"`evekit run --serve {real}`)" if "demo" in Path(real).parts else "")]
+                         f"{_code('evekit run --serve ' + real)})" if "demo" in Path(real).parts else "")]
         for cell in nb.cells:
             if cell.cell_type == "markdown":
                 cell.source = _REPRODUCE.sub(
                     lambda m: m.group(1) + real if m.group("nb") == identity["notebook"] else m.group(0), cell.source)
     nb.cells.insert(0, new_markdown_cell("\n".join(lines)))
-    exporter = HTMLExporter(exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True)
-    body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": title}})
+    body, _ = report_exporter().from_notebook_node(nb, resources={"metadata": {"name": title}})
     html_path.parent.mkdir(parents=True, exist_ok=True)
     write_text_atomic(html_path, body)
+
+
+def report_exporter() -> Any:
+    """nbconvert's HTMLExporter as report.html uses it: no code cells, no prompts, the lab template
+    without its CDN scripts (`OFFLINE_TEMPLATE`)."""
+    from nbconvert import HTMLExporter
+
+    return HTMLExporter(exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True,
+                        template_name="lab", raw_template=OFFLINE_TEMPLATE)
 
 
 def warm_html_exporter() -> threading.Thread:
@@ -109,10 +144,9 @@ def warm_html_exporter() -> threading.Thread:
     costs about 2.5 s of imports and template loading, which this moves off the first notebook's
     way (the thread runs while the first kernels start)."""
     def warm() -> None:
-        from nbconvert import HTMLExporter
         from nbformat.v4 import new_notebook
 
-        HTMLExporter(exclude_input=True).from_notebook_node(new_notebook())
+        report_exporter().from_notebook_node(new_notebook())
 
     thread = threading.Thread(target=warm, name="evekit-warm-html", daemon=True)
     thread.start()

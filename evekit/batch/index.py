@@ -19,6 +19,7 @@ from evekit.glossary import entry, glossary_html
 from evekit.report import write_text_atomic
 from evekit.runs.records import RunRecord, all_calls_failed, find_run_records, stale_reasons
 from evekit.runs.registry import KINDS
+from evekit.tracking import describe
 
 __all__ = ["write_index"]
 
@@ -93,6 +94,20 @@ def _marked_card(card: str, record: RunRecord, stale: dict[Path, str]) -> str:
     return f"{card} [{why}]" if card and why else card
 
 
+def _tracked(record: RunRecord) -> str:
+    """Where the run was tracked (run.json's `tracking`): a link to the tracker run when it has a web
+    address, else the tracker and run id with the whole line as the tooltip; "" when not tracked."""
+    status = record.details.get("tracking")
+    text = describe(status)
+    if not text:
+        return ""
+    url = status.get("url")
+    label = f"{status['backend']} run" if status.get("status") != "failed" else f"{status['backend']} failed"
+    if isinstance(url, str) and url.startswith(("http://", "https://")):
+        return f' · <a href="{html.escape(url)}" title="{html.escape(text)}">{html.escape(label)}</a>'
+    return f' · <span class="tracked" title="{html.escape(text)}">{html.escape(label)}</span>'
+
+
 def write_index(run_dir: Path, batch_runs: "list[Path] | tuple[Path, ...]" = ()) -> Path:
     """`<run_dir>/index.html`; `failed/` holds the batch runner's reports of notebooks that failed.
     `batch_runs`: the run folders of the same `evekit run` (this one may be among them); the index
@@ -110,6 +125,9 @@ def write_index(run_dir: Path, batch_runs: "list[Path] | tuple[Path, ...]" = ())
     # Kinds with a results row first (tasks), then the others in batch order (judge validation,
     # win rates and rankings, the summary).
     known = [r for r in records if r.kind in KINDS]
+    # The run's own name (its folder's is made safe: `r<b>` is in `r_b_`), when its records agree on one.
+    names = {r.run_name for r in known if r.run_name and r.run_name != "None"}
+    name = names.pop() if len(names) == 1 else run_dir.name
     for record in sorted(known, key=lambda r: (KINDS[r.kind].index_row is None, KINDS[r.kind].phase, str(r.dir))):
         kind = KINDS[record.kind]
         judges.update(_record_demo_judges(record))
@@ -124,7 +142,7 @@ def write_index(run_dir: Path, batch_runs: "list[Path] | tuple[Path, ...]" = ())
                 continue
             models.add(row.cells[1])
             link = (f'<a href="{href}">report</a> · <a href="{href}#explorer">items</a>' if report.exists()
-                    else "no report")
+                    else "no report") + _tracked(record)
 
             def link_of(i: int, text: str) -> str | None:
                 if not report.exists():
@@ -155,8 +173,9 @@ def write_index(run_dir: Path, batch_runs: "list[Path] | tuple[Path, ...]" = ())
             cards.append(f"<li>{html.escape(card)}</li>")
         target = f'<a href="{href}">{html.escape(label)}</a>' if report.exists() else f"{html.escape(label)} (no report)"
         mark = _status_mark(record, stale)
-        extra.append(f"<li>{target} {_linked(note, href + METRICS_ANCHOR if report.exists() else None)}"
-                     f"{' ' + mark if mark else ''}</li>")
+        # A kind without a headline (the summary) has no number to link: no empty link.
+        extra.append(f"<li>{target} {_linked(note, href + METRICS_ANCHOR if report.exists() and note else None)}"
+                     f"{' ' + mark if mark else ''}{_tracked(record)}</li>")
     for report in sorted(run_dir.glob("failed/*/report.html")):
         rel = report.relative_to(run_dir)
         extra.append(f'<li><a href="{html.escape(rel.as_posix())}">FAILED: {html.escape(rel.parts[1])}</a></li>')
@@ -164,12 +183,12 @@ def write_index(run_dir: Path, batch_runs: "list[Path] | tuple[Path, ...]" = ())
     if judges:
         demo_note += f" {html.escape(demo_judge_note(sorted(judges)))}"
     page = f"""<!doctype html>
-<html><head><meta charset="utf-8"><title>evekit run {html.escape(run_dir.name)}</title>
+<html><head><meta charset="utf-8"><title>evekit run {html.escape(name)}</title>
 <style>body{{font-family:sans-serif;margin:2em;max-width:90em}}table{{border-collapse:collapse}}
 td:nth-child(4){{white-space:nowrap}}
 td,th{{border:1px solid #ccc;padding:.3em .6em;text-align:left}}th{{background:#eee}}
 .flag{{color:#b35900;font-weight:bold;cursor:help}}.stale{{color:#8a6d00}}.allfailed{{color:#b00}}ul.cards li{{margin:.3em 0}}</style></head>
-<body><h1>evekit run <code>{html.escape(run_dir.name)}</code></h1>
+<body><h1>evekit run <code>{html.escape(name)}</code></h1>
 {"<h2>In words</h2><ul class='cards'>" + "".join(cards) + "</ul>" if cards else ""}
 <p>Headline metric per task with its 95% confidence interval; <em>n</em>: the items behind that metric
 (of the run's items, when some were left out). <em>baseline</em>: the accuracy of always giving the most

@@ -302,7 +302,9 @@ def _play(run: Any, plan: RunPlan, caches: dict[Path, ResponseCache]) -> None:
                 client.generate(run.logprob_requests)
         if run.choices_only_requests:  # the choices-only baseline's calls
             client.generate(run.choices_only_requests)
-        run.samples = tasks.score_samples(run.task, run.items, run.results, embeddings=False)
+        if run.level == "all":  # hallucination detection's span call beside the binary one
+            client.generate(run.span_requests)
+        run.samples = tasks.score_samples(run.binary_task, run.items, run.results, embeddings=False)
         if run.task.judge_kind is not None and c.judge_specs():
             run.judge()
     for client in clients:

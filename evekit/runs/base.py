@@ -8,13 +8,19 @@ client settings, the demo-model caveat, notes, and the run's wall time.
 """
 from __future__ import annotations
 
+import functools
+import os
 import time
+from pathlib import Path
 from typing import Any, ClassVar, Mapping
 
 from evekit.client import ModelClient
 from evekit.demo import DEMO_MODEL_NOTE, demo_judge_note, demo_judges, is_demo_model
 from evekit.judges import JudgePanel
+from evekit.paths import output_path
+from evekit.runs.kind import RunKind
 from evekit.runs.params import Params
+from evekit.runs.records import EXECUTION_ENV
 
 __all__ = ["NotebookRun"]
 
@@ -24,6 +30,20 @@ class NotebookRun:
     desc)` and `.usage`) replaces the judges' clients, for tests."""
 
     Params: ClassVar[type[Params]]
+    Kind: ClassVar[RunKind]
+
+    def __init_subclass__(cls, **kw: Any) -> None:
+        """Every kind's `save` ends by logging its folders to the run's tracker (`track_saved`)."""
+        super().__init_subclass__(**kw)
+        save = cls.__dict__.get("save")
+        if save is not None and not getattr(save, "_tracks", False):
+            @functools.wraps(save)
+            def save_and_track(self: "NotebookRun", *args: Any, **kwargs: Any) -> Any:
+                saved = save(self, *args, **kwargs)
+                self.track_saved(saved)
+                return saved
+            save_and_track._tracks = True  # type: ignore[attr-defined]
+            cls.save = save_and_track  # type: ignore[attr-defined]
 
     def __init__(self, config: Params, clients: Mapping[str, Any] | None = None) -> None:
         self.config: Any = config
@@ -47,6 +67,24 @@ class NotebookRun:
     def seconds(self) -> float:
         """Wall time since the run was built."""
         return round(time.monotonic() - self._started, 3)
+
+    # -- experiment tracking ------------------------------------------------------------------
+    def track_saved(self, saved: Any) -> list[dict[str, Any]]:
+        """Log the folder(s) `save` wrote to the `tracking` parameter's tracker, unless the run is not
+        tracked or runs under `evekit run` (which logs after writing report.html). The statuses, as
+        written into each folder's run.json."""
+        cfg = getattr(self.config, "tracking_config", None)
+        if cfg is None or os.environ.get(EXECUTION_ENV):
+            return []
+        from evekit.runs.tracked import batch_group, track_folder
+        from evekit.tracking import describe
+
+        folders = saved if isinstance(saved, (list, tuple)) else [saved]
+        out_root = output_path(self.config.output_dir)
+        statuses = [track_folder(Path(d), self.Kind, cfg, out_root=out_root, group=batch_group()) for d in folders]
+        for status in statuses:
+            print(describe(status))
+        return statuses
 
     # -- clients and judges -------------------------------------------------------------------
     def client(self, model: str, base_url: str, api_key_env: str | None, name: str,

@@ -51,6 +51,8 @@ class RunKind:
     - `runner`: where the kind's NotebookRun class is (`module:Class`; imported by `load_runner`,
       since the runner imports its kind).
     - `one_per_run`: the run has one folder of this kind (the summary), named by the title alone.
+    - `track(record, sample_count)`: what a tracker run logs of one folder (`evekit.tracking.Tracked`:
+      the metrics under flat names, the tables, the plots); None: the parameters and the plots only.
     """
 
     name: str
@@ -68,6 +70,7 @@ class RunKind:
     variant: Callable[[str], str | None] = field(default=lambda notebook: None)
     plan_note: str | None = "not planned"
     one_per_run: bool = False  # one folder per run (the summary): the index names it by its title alone
+    track: Callable[[RunRecord, int], Any] | None = None
 
     def load_runner(self) -> type:
         """The kind's NotebookRun class."""

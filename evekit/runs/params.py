@@ -24,9 +24,10 @@ from typing import Any, ClassVar, Iterator, Literal, Mapping, Sequence
 
 from evekit.errors import ParameterError, unknown_names
 from evekit.paths import cache_path, output_path, resolve_path
+from evekit.tracking import TrackingConfig
 from evekit.types import JUDGE_MAX_TOKENS, JudgeSpec
 
-__all__ = ["files_checked", "check_files", "param", "Params", "OnTask", "Seeded", "Limited", "SeedLimit", "Judging", "ShowsValidation", "BothOrders", "Client", "Output", "injected_parameters", "check_injected",
+__all__ = ["files_checked", "check_files", "param", "Params", "OnTask", "Seeded", "Limited", "SeedLimit", "Judging", "ShowsValidation", "ExpertLabelled", "BothOrders", "Client", "Output", "injected_parameters", "check_injected",
            "check_type", "GROUPS"]
 
 # The order of the parameters cell: what is evaluated, then the model, the data, the judges, the
@@ -358,6 +359,24 @@ class ShowsValidation(Params):
 
 
 @dataclass(kw_only=True)
+class ExpertLabelled(Params):
+    """Kinds whose judged scores an expert's labels of a random draw can correct (PPI++)."""
+
+    expert_labels: str | dict | None = param(
+        None, help="filled labelling sheet(s) (`evekit label sample RUN_DIR --n N`): each judged score is also "
+        "corrected by them; a win rate with several comparisons: {<model_a>_vs_<model_b>: file}", group="judges")
+
+    def check(self) -> None:
+        super().check()
+        value = self.expert_labels
+        sheets = [value] if isinstance(value, str) else list(value.values()) if isinstance(value, dict) else []
+        for sheet in sheets:
+            if not isinstance(sheet, str) or (check_files() and not resolve_path(sheet).is_file()):
+                raise ParameterError(f"parameter expert_labels: file not found: {sheet} (a sheet written by "
+                                     "`evekit label sample`, with its label column filled)")
+
+
+@dataclass(kw_only=True)
 class BothOrders(Params):
     both_orders: bool = param(True, help="pairwise judging: judge each pair both ways round (2x calls; "
                               "no effect on pointwise judges)", group="judges")
@@ -389,6 +408,24 @@ class Client(Params):
 class Output(Params):
     run_name: str = param("demo", help="outputs go to <output_dir>/<run_name>/...", group="output")
     output_dir: str = param("outputs", help="root folder of every run", group="output", path=True)
+    # Every kind can log its run to an experiment tracker (evekit.tracking; the evekit[tracking] extra).
+    tracking: dict | str | None = param(None, help='None: off; "mlflow", "wandb" or {backend, uri, project, entity, '
+                                        "run_name, tags, log, sample_count, log_replays}", group="output")
+
+    def check(self) -> None:
+        super().check()
+        TrackingConfig.from_param(self.tracking)
+
+    @property
+    def tracking_config(self) -> TrackingConfig | None:
+        """The `tracking` parameter, checked (None: the run is not tracked)."""
+        return TrackingConfig.from_param(self.tracking)
+
+    def as_dict(self) -> dict[str, Any]:
+        out = super().as_dict()
+        cfg = self.tracking_config
+        out["tracking"] = cfg.public() if cfg is not None else None
+        return out
 
     @property
     def run_dir(self) -> Path:

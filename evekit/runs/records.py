@@ -19,8 +19,8 @@ from evekit.report import json_safe, write_text_atomic
 from evekit.runs.kind import RunKind
 
 __all__ = ["RUN_RECORD", "RUN_RECORD_SCHEMA", "EXECUTION_ENV", "RunRecord", "write_run_record", "read_run_record",
-           "find_run_records", "calls_outcome", "all_calls_failed", "ATTEMPTS_DIR", "fingerprint", "write_attempt",
-           "read_attempts", "stale_reason", "stale_reasons"]
+           "update_run_record", "find_run_records", "calls_outcome", "all_calls_failed", "ATTEMPTS_DIR", "fingerprint",
+           "write_attempt", "read_attempts", "stale_reason", "stale_reasons"]
 
 RUN_RECORD = "run.json"
 RUN_RECORD_SCHEMA = "evekit.run/1"
@@ -69,6 +69,15 @@ def write_run_record(out_dir: Path, *, kind: RunKind, notebook: str, run_name: s
     }
     path = out_dir / RUN_RECORD
     write_text_atomic(path, json.dumps(record, indent=2, ensure_ascii=False) + "\n")
+    return path
+
+
+def update_run_record(out_dir: Path, **fields: Any) -> Path:
+    """Set `fields` in `<out_dir>/run.json` (e.g. `tracking`: where the run was logged), the rest as it was."""
+    path = Path(out_dir) / RUN_RECORD
+    data = json.loads(path.read_text(encoding="utf-8"))
+    data.update(json_safe(fields))
+    write_text_atomic(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
     return path
 
 

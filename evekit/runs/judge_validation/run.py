@@ -39,6 +39,7 @@ class ValidationRun(NotebookRun):
     """The parameters, the labelled items and the judges' verdicts of one validation run."""
 
     Params = ValidationParams
+    Kind = KIND
 
     def __init__(self, config: ValidationParams, clients: dict[str, Any] | None = None) -> None:
         super().__init__(config, clients)

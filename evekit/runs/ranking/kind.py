@@ -9,6 +9,7 @@ from evekit.cards import degenerate_judge_flag, flags_text, ranks_text
 from evekit.runs.kind import RunKind
 from evekit.runs.ranking.params import RankingParams
 from evekit.runs.records import RunRecord
+from evekit.tracking import Tracked, numbers, read_json, read_table
 
 __all__ = ["KIND"]
 
@@ -43,6 +44,36 @@ def card(record: RunRecord) -> str:
         return ""
 
 
+def track(record: RunRecord, sample_count: int) -> Tracked:
+    """A ranking for a tracker: each model's rating with its interval (`<task>/rating/<model>` pooled,
+    `<task>/rating/<judge>/<model>` per judge, `_ci_low`, `_ci_high`, `_n` battles) and rank, the counts
+    and usage; tables: the ratings, the battles and `sample_count` rationales."""
+    data = read_json(record.dir / "results.json")
+    task = str(data.get("task") or record.details.get("task"))
+    ratings = read_table(record.dir / "ratings.csv")
+    metrics: dict[str, dict[str, float]] = {"metrics": {}}
+    tables: dict[str, tuple[str, pd.DataFrame]] = {}
+    if ratings is not None:
+        tables["ratings"] = ("tables", ratings)
+        for _, r in ratings.iterrows():
+            base = f"{task}/rating/{r['model']}" if r["judge"] == "pooled" else f"{task}/rating/{r['judge']}/{r['model']}"
+            for suffix, key in (("", "rating"), ("_ci_low", "ci_low"), ("_ci_high", "ci_high"), ("_n", "n_battles"),
+                                ("_rank", "rank")):
+                if key in r and pd.notna(r[key]):
+                    metrics["metrics"][base + suffix] = float(r[key])
+    metrics["counts"] = numbers(task, {k: data[k] for k in ("n_questions", "n_battles", "n_failed") if k in data})
+    metrics["usage"] = numbers(f"{task}/usage", data.get("usage") if isinstance(data.get("usage"), dict) else {})
+    battles = read_table(record.dir / "battles.csv")
+    if battles is not None:
+        tables["battles"] = ("samples", battles)
+        decided = battles[battles["method"].astype(str) != "identical"] if "method" in battles else battles
+        keep = [c for c in ("question_id", "judge", "model_a", "model_b", "winner", "rationale", "error")
+                if c in decided.columns]
+        tables["sample_rationales"] = ("sample_rationales", decided[keep].head(sample_count).reset_index(drop=True))
+    return Tracked(folder=record.dir, params=dict(data.get("params") or {}), metrics=metrics, tables=tables,
+                   tags={"evekit.task": task})
+
+
 def _reads(p: Any) -> list[str]:
     files = [m.get("file") for m in p.models if isinstance(m, dict)]
     return [f for f in [p.judge_validation, *files] if isinstance(f, str) and f]
@@ -56,4 +87,4 @@ def _subject(record: RunRecord, params: Mapping[str, Any]) -> str | None:
 
 KIND = RunKind(name="ranking", title="ranking", phase=2, notebooks=("ranking",), params=RankingParams,
                runner="evekit.runs.ranking.run:RankingRun", reads=_reads, headline=headline, card=card, subject=_subject,
-               plan_note="not planned: its judge calls depend on the answer files of other runs")
+               plan_note="not planned: its judge calls depend on the answer files of other runs", track=track)

@@ -36,6 +36,7 @@ class RankingRun(NotebookRun):
     """The parameters, the matched answers, the battles and the ratings of one notebook run."""
 
     Params = RankingParams
+    Kind = KIND
 
     def __init__(self, config: RankingParams, clients: dict[str, Any] | None = None) -> None:
         super().__init__(config, clients)

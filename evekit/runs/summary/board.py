@@ -14,6 +14,7 @@ import pandas as pd
 from evekit.atomic import save_figure_atomic, write_csv_atomic
 from evekit import stats
 from evekit.cards import MARK, comparison_card, comparisons_card
+from evekit.paths import safe_name
 from evekit.report import format_metric
 from evekit.runs.ranking.kind import KIND as RANKING
 from evekit.runs.records import RUN_RECORD, all_calls_failed, read_attempts, read_run_record, stale_reason, write_run_record
@@ -43,11 +44,12 @@ class Entry:
 
 
 def collect(output_dir: Path, runs: list[str]) -> list[Entry]:
-    """Every `results.json` under `<output_dir>/<run>/<model>/<task>/` for the given runs."""
+    """Every `results.json` under `<output_dir>/<run>/<model>/<task>/` for the given runs (each run's
+    folder is its name made safe, as the notebooks write it)."""
     entries = []
     for run in runs:
-        attempts = read_attempts(Path(output_dir) / run)
-        for res_file in sorted((Path(output_dir) / run).glob("*/*/results.json")):
+        attempts = read_attempts(Path(output_dir) / safe_name(run))
+        for res_file in sorted((Path(output_dir) / safe_name(run)).glob("*/*/results.json")):
             if _kind(res_file.parent) not in (None, TASK.name):
                 continue  # a ranking's results.json (outputs/<run>/ranking/<task>/) is not a task result
             res = json.loads(res_file.read_text())
@@ -85,7 +87,7 @@ def rankings(output_dir: Path, runs: list[str]) -> pd.DataFrame:
     (`<output_dir>/<run>/ranking/<task>/ratings.csv`): one row per run, task and model, best first."""
     parts = []
     for run in runs:
-        for ratings_csv in sorted((Path(output_dir) / run / RANKING.name).glob("*/ratings.csv")):
+        for ratings_csv in sorted((Path(output_dir) / safe_name(run) / RANKING.name).glob("*/ratings.csv")):
             if _kind(ratings_csv.parent) != RANKING.name:
                 continue
             df = pd.read_csv(ratings_csv)

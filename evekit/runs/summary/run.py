@@ -29,6 +29,7 @@ class SummaryRun(NotebookRun):
     """Every result of `run_name` (and `compare_runs`) on one board."""
 
     Params = SummaryParams
+    Kind = KIND
 
     def __init__(self, config: SummaryParams, clients: Any = None) -> None:
         super().__init__(config, clients)
@@ -97,6 +98,6 @@ class SummaryRun(NotebookRun):
         if self.usage_table is None:
             self.usage_table = lb.usage_totals(self.entries)
         out = lb.save_summary(self.config.run_dir / KIND.name, self.board, self.tests, self.usage_table, self.figure,
-                              detectable=self.detectable_table)
+                              detectable=self.detectable_table, run_name=self.config.run_name)
         print(f"Saved outputs to {display_path(out)}")
         return out

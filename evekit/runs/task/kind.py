@@ -13,6 +13,7 @@ from evekit.runs.records import RunRecord
 from evekit.runs.task.params import TaskParams
 from evekit.runs.task.results import headline
 from evekit.tasks import TASKS
+from evekit.tracking import Tracked, metric_entries, numbers, read_table, samples_table
 
 __all__ = ["KIND", "CUSTOM_NOTEBOOK", "headline_flags"]
 
@@ -81,6 +82,31 @@ def card(record: RunRecord) -> str:
                      better="higher" if metric is None or metric.higher_is_better else "lower")
 
 
+COUNTS = ("n", "n_unparsed", "n_failed", "n_truncated", "n_judge_failed", "n_judge_rule")
+
+
+def track(record: RunRecord, sample_count: int) -> Tracked:
+    """A task run for a tracker: `<task>/<metric>` with `_ci_low`, `_ci_high`, `_n`; the counts (items,
+    unparsed, failed, truncated, judges' abstentions); usage; the baselines; samples.csv in EVE's
+    column order; the plots."""
+    res = _results(record)
+    task = str(res["task"])
+    counts = {k: res[k] for k in COUNTS if k in res}
+    if isinstance(res.get("judge_counts"), dict):
+        counts["judge_counts"] = res["judge_counts"]
+    metrics = {"metrics": metric_entries(task, res.get("metrics")), "counts": numbers(task, counts),
+               "usage": numbers(f"{task}/usage", res.get("usage")),
+               "baselines": metric_entries(f"{task}/baseline", res.get("baselines"))}
+    by_group = res.get("by_group") if isinstance(res.get("by_group"), dict) else {}
+    for group, rows in (by_group.get("groups") or {}).items():
+        if isinstance(rows, dict):
+            metrics["metrics"].update(metric_entries(f"{task}/group/{group}", rows))
+    samples = read_table(record.dir / "samples.csv")
+    tables = {"samples": ("samples", samples_table(samples))} if samples is not None else {}
+    return Tracked(folder=record.dir, params=dict(res.get("params") or {}), metrics=metrics, tables=tables,
+                   tags={"evekit.task": task, "evekit.model": str(res["model"])})
+
+
 def _subject(record: RunRecord, params: Mapping[str, Any]) -> str | None:
     return record.details.get("model") or params.get("model_name")
 
@@ -100,5 +126,6 @@ def _implied(notebook: str, values: Mapping[str, Any]) -> dict[str, Any]:
 KIND = RunKind(
     name="task", title="task", phase=1, notebooks=(*TASKS, CUSTOM_NOTEBOOK), params=TaskParams, runner="evekit.runs.task.run:TaskRun",
     reads=_reads, index_row=index_row, card=card, subject=_subject,
-    implied=_implied, variant=lambda notebook: "custom" if notebook == CUSTOM_NOTEBOOK else "task", plan_note=None,
+    implied=_implied, variant=lambda notebook: "custom" if notebook == CUSTOM_NOTEBOOK else notebook, plan_note=None,
+    track=track,
 )

@@ -8,8 +8,7 @@ from typing import Any, Literal, Mapping
 from evekit.errors import ParameterError
 from evekit.paths import safe_name
 from evekit.repeats import check_reducer
-from evekit.paths import resolve_path
-from evekit.runs.params import Client, Judging, OnTask, Output, SeedLimit, ShowsValidation, check_files, param
+from evekit.runs.params import Client, ExpertLabelled, Judging, OnTask, Output, SeedLimit, ShowsValidation, param
 from evekit.tasks import SCORING, TASKS, supports_logprobs
 from evekit.types import check_api_key_env
 
@@ -17,7 +16,7 @@ __all__ = ["TaskParams"]
 
 
 @dataclass(kw_only=True)
-class TaskParams(OnTask, SeedLimit, ShowsValidation, Judging, Client, Output):
+class TaskParams(OnTask, SeedLimit, ShowsValidation, ExpertLabelled, Judging, Client, Output):
     """Everything one task notebook needs; the parameter contract of the task notebooks."""
 
     task_file: str | None = param(None, help="evekit task YAML or an Inspect AI eval.yaml", group="what",
@@ -32,6 +31,10 @@ class TaskParams(OnTask, SeedLimit, ShowsValidation, Judging, Client, Output):
     num_fewshot: int | None = param(None, help="None: the EVE default of the task", group="model", minimum=0)
     fewshot_sampler: Literal["first_n", "random"] = param("first_n", help='"first_n" (EVE) or "random"',
                                                           group="model")
+    level: Literal["binary", "hard_spans", "soft_spans", "all"] = param(
+        "binary", help='hallucination detection: "binary" (EVE level 1), "hard_spans", "soft_spans" (the '
+        'hallucinated phrases, scored as Mu-SHROOM scores them) or "all"', group="what",
+        only="hallucination_detection")
     dataset: str | None = param(None, help="a local file or a hub id", group="data")
     split: str | None = param("train", help="split of a hub dataset", group="data")
     scoring: str | None = param(None, help='"text", "logprobs" or "both" (None: the task\'s own, "text" for EVE '
@@ -54,10 +57,6 @@ class TaskParams(OnTask, SeedLimit, ShowsValidation, Judging, Client, Output):
     fewshot_split: str | None = param(None, help="few-shot examples from this split of the dataset (None: the "
                                       "evaluated split; an item is never a shot in its own prompt)",
                                       group="repeats")
-    # Judge-corrected scores (evekit.correction): an expert's labels of a random draw of this run's items.
-    expert_labels: str | None = param(None, help="a filled labelling sheet (`evekit label sample`): each judged "
-                                      "score also corrected by prediction-powered inference (None: raw only)",
-                                      group="judges", path=True)
     # Bring your own data: the file's column names for the task's schema (None: the schema's own).
     input_column: str | None = param(None, help="your file's column names for the task's schema (None: the "
                                      "schema's)", group="mapping")
@@ -109,12 +108,13 @@ class TaskParams(OnTask, SeedLimit, ShowsValidation, Judging, Client, Output):
                 raise ParameterError(f"parameter {name} applies to multiple-choice tasks; {self.task} is {kind}")
         if self.permutations and self.repeats > 1:
             raise ParameterError("permutations and repeats together are not supported: run them as two runs")
+        if self.level != "binary" and self.task != "hallucination_detection":
+            raise ParameterError(f"parameter level={self.level!r} applies to hallucination_detection, not {self.task}")
         if self.expert_labels is not None:
             if not self.judges:
                 raise ParameterError("parameter expert_labels corrects judged scores: set judges too")
-            if check_files() and not resolve_path(self.expert_labels).is_file():
-                raise ParameterError(f"parameter expert_labels: file not found: {self.expert_labels} (a sheet "
-                                     "written by `evekit label sample RUN_DIR --n N`, with its label column filled)")
+            if not isinstance(self.expert_labels, str):
+                raise ParameterError("parameter expert_labels: a task run takes one sheet (a file name)")
         if self.cluster_by is not None and not self.cluster_by.strip():
             raise ParameterError("parameter cluster_by='' must name a column of the dataset, or be None")
         if self.group_by is not None and not self.group_by.strip():

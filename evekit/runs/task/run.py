@@ -33,6 +33,7 @@ from evekit.paths import display_path, resolve_path
 from evekit.report import MISSING, FullText, shown
 from evekit.runs.base import NotebookRun
 from evekit.runs.task.files import write_run
+from evekit.runs.task.kind import KIND
 from evekit.runs.task.params import TaskParams
 from evekit.runs.task.results import build_results
 from evekit.types import Usage
@@ -63,6 +64,7 @@ class TaskRun(NotebookRun):
     """One model on one task, step by step (the methods are the notebook's cells)."""
 
     Params = TaskParams
+    Kind = KIND
 
     def __init__(self, config: TaskParams, task: tasks.Task | None = None,
                  clients: dict[str, Any] | None = None) -> None:
@@ -79,6 +81,16 @@ class TaskRun(NotebookRun):
             self.task = tasks.scoring_task(self.task, self.scoring)
         except ValueError as exc:
             raise ParameterError(str(exc)) from None
+        # Hallucination detection's level: the binary question, the hallucinated spans, or both.
+        self.level = config.level
+        self.binary_task = self.task
+        if self.level != "binary":
+            if config.repeats > 1 or config.cluster_by:
+                raise ParameterError(f"level={self.level!r} with repeats or cluster_by is not supported yet: the "
+                                     "span metrics' intervals resample single items")
+            self.task = tasks.level_task(self.task, self.level)
+        self.span_results: list[Any] = []
+        self.span_requests: list[Any] = []
         self.logprob_requests: list[Any] = []
         self.logprob_results: list[Any] = []  # GenerationResult per item when log-probabilities are scored
         self.items: list[Any] = []
@@ -171,8 +183,10 @@ class TaskRun(NotebookRun):
                if c.permutations else {}),
             **({"choices_only": "baseline with the question withheld"} if c.choices_only else {}),
             **({"fewshot_split": c.fewshot_split} if c.fewshot_split else {}),
+            **({"level": c.level} if c.level != "binary" else {}),
             **({"scoring": self.scoring} if self.scoring != "text" else {}),
             "offline (replay from cache)": c.offline,
+            **({"tracking": c.tracking_config.backend} if c.tracking_config else {}),
         }
         if c.task_file:
             rows = {"task file": c.task_file, "kind": self.task.kind, **rows, "split": self.split}
@@ -209,6 +223,11 @@ class TaskRun(NotebookRun):
                                     **self._mapping())
         self._check_design()
         self.items, self.requests = self._design_requests(self.base_items, pool)
+        if self.level != "binary":  # the span question, as ask_spans first sends it
+            self.span_requests = [tasks.span_request(it, self.level, api=c.api, temperature=c.temperature)
+                                  for it in self.items]
+            if self.level != "all":
+                self.requests = self.span_requests
         if c.choices_only:  # the same items and shots with the question withheld
             def withheld(item: Any) -> Any:
                 return dataclasses.replace(item, **robustness.choices_only(item.fields))
@@ -305,7 +324,11 @@ class TaskRun(NotebookRun):
         client = self._client(c.model_name, c.base_url, c.api_key_env, c.model_name)
         desc = f"{c.task} · {c.model_name}"
         stream = None
-        if self.scoring == "logprobs":
+        if self.level in ("hard_spans", "soft_spans"):  # the span call is the only call
+            self.span_results = tasks.ask_spans(client, self.items, self.level, api=c.api, temperature=c.temperature,
+                                                desc=f"{desc} (spans)")
+            results = self.span_results
+        elif self.scoring == "logprobs":
             results = self._logprobs(client, desc)
         elif getattr(self.task, "json_schema", None) is not None and c.api == "chat":
             results = self._json_answers(client, desc)
@@ -320,7 +343,15 @@ class TaskRun(NotebookRun):
                 finally:
                     stream.close()
         self.results = list(results)
-        self.samples = tasks.score_samples(self.task, self.items, results)  # while the judges finish
+        if self.level == "binary":
+            self.samples = tasks.score_samples(self.task, self.items, results)  # while the judges finish
+        elif self.level == "all":  # the binary answer, then the spans of the same item
+            self.span_results = tasks.ask_spans(client, self.items, self.level, api=c.api,
+                                                temperature=c.temperature, desc=f"{desc} (spans)")
+            binary = tasks.score_samples(self.binary_task, self.items, results)
+            self.samples = tasks.add_span_columns(binary, self.items, self.span_results, self.level)
+        else:
+            self.samples = tasks.add_span_columns(None, self.items, self.span_results, self.level)
         if self.scoring != "text":
             lp = self.results if self.scoring == "logprobs" else self._logprobs(client, f"{desc} (logprobs)")
             self.samples = tasks.add_logprob_scores(self.task, self.items, lp, self.samples,
@@ -390,6 +421,13 @@ class TaskRun(NotebookRun):
             "from cache": int(self.usage.cache_hits),
             "requests sent": int(self.usage.requests),
         }
+        if self.level == "all":  # the span call's own counts beside the binary call's
+            spans_n = tasks.span_counts(s)
+            counts.update({"span replies unparsed (scored as misses)": spans_n["n_unparsed"],
+                           "span calls failed (excluded)": spans_n["n_failed"]})
+        if self.level != "binary":
+            spans_n = tasks.span_counts(s)
+            counts.update({"spans predicted": spans_n["n_spans"], "spans not in the answer": spans_n["spans_not_in_text"]})
         return pd.DataFrame({"count": pd.Series(counts, dtype="int64")})
 
     # -- judge --------------------------------------------------------------------------------
@@ -617,6 +655,10 @@ class TaskRun(NotebookRun):
         design, seed = self.design, self.config.seed
         permuted = "permutation" in samples
         primary = samples[samples["permutation"] == 0] if permuted else samples
+        if self.level != "binary":  # the binary level's metrics (at "all"), then the spans'
+            out = dict(tasks.task_metrics(self.binary_task, primary, seed=seed)) if self.level == "all" else {}
+            out.update(tasks.span_metrics(primary, self.level, seed=seed))
+            return out
         out = dict(tasks.task_metrics(self.task, primary, seed=seed, design=design))
         if permuted:
             out.update(self._robustness_metrics(samples))
@@ -767,6 +809,24 @@ class TaskRun(NotebookRun):
             primary = primary[primary["repeat"] == 0]
         return tasks.baselines(self.task, self.base_items, primary)
 
+    def span_baselines(self) -> dict[str, dict[str, dict]] | None:
+        """The span metrics of "no span" and "the whole answer is hallucinated" on the items scored
+        (span levels only)."""
+        if self.level == "binary" or self.samples is None:
+            return None
+        return tasks.span_baselines(self.samples, self.level, seed=self.config.seed)
+
+    def span_view(self, k: int = 5) -> Any:
+        """The k items with the lowest hard_iou: each answer with the gold and the predicted spans
+        side by side (marks over escaped text). None at the binary level."""
+        if self.level == "binary":
+            print('level="binary": no spans asked (set level to "hard_spans", "soft_spans" or "all").')
+            return None
+        from IPython.display import HTML
+
+        html = tasks.worst_spans_html(self.samples, k)
+        return HTML(html) if html else print("No item with a span score (every span call failed).")
+
     def choices_only_baseline(self) -> dict[str, Any] | None:
         """acc with the question withheld (`choices_only`): how much of the score the options alone
         explain. None when not asked for."""
@@ -794,6 +854,9 @@ class TaskRun(NotebookRun):
         alone = self.choices_only_baseline()
         if alone:
             rows["acc (choices only)"] = {k: v for k, v in alone.items() if k != "note"}
+        for name, scores in (self.span_baselines() or {}).items():
+            for metric, summary in scores.items():
+                rows[f"{metric} ({name.replace('_', ' ')})"] = summary
         table = pd.DataFrame.from_dict(rows, orient="index")
         # The design's details (variance shares, design effect, ...) are design_table()'s.
         table = table.drop(columns=[c for c in DESIGN_DETAILS if c in table])
@@ -988,6 +1051,10 @@ class TaskRun(NotebookRun):
             pref = self.position_preference()
             if pref is not None:
                 extra["position_preference"] = pref.reset_index().to_dict("records")
+        if self.level != "binary":
+            extra["level"] = self.level
+            extra["span_counts"] = tasks.span_counts(self.samples)
+            extra["span_baselines"] = self.span_baselines()
         design = self.design
         if design is not None or self.config.permutations:
             c = self.config
@@ -1015,6 +1082,14 @@ class TaskRun(NotebookRun):
                                outputs=self.model_outputs())
         print(f"Saved outputs to {display_path(out)}")
         return out
+
+    def _span_record(self, i: int) -> dict[str, Any]:
+        """At level "all", the span call beside the binary one: what was sent and what came back."""
+        request = self.span_requests[i]
+        row = self.samples.iloc[i]
+        sent = ({"span_messages": [dict(m) for m in request.messages]} if request.messages is not None
+                else {"span_prompt": request.prompt})
+        return {**sent, "span_response": _plain(row.get("span_response")), "pred_spans": _plain(row.get("pred_spans"))}
 
     def _first_token_logprobs(self, i: int) -> list[dict[str, Any]] | None:
         res = self.logprob_results[i] if i < len(self.logprob_results) else None
@@ -1049,6 +1124,7 @@ class TaskRun(NotebookRun):
                 "truncated": bool(row.get("truncated")),
                 "completion_tokens": _plain(row.get("completion_tokens")),
                 "logprobs": self._first_token_logprobs(i),
+                **(self._span_record(i) if self.level == "all" else {}),
                 # The dataset's own fields (no file path: it would be machine-specific).
                 "item": {"question": item.question, "target": item.target, "row": item.row, **item.fields},
             })

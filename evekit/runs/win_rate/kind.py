@@ -10,6 +10,7 @@ from evekit.report import format_metric, json_safe
 from evekit.runs.kind import RunKind
 from evekit.runs.records import RunRecord
 from evekit.runs.win_rate.params import WinRateParams
+from evekit.tracking import Tracked, numbers, read_json, read_table
 
 __all__ = ["KIND"]
 
@@ -43,6 +44,59 @@ def card(record: RunRecord) -> str:
         return ""
 
 
+RATIONALE_COLUMNS = ["comparison", "judge", "question", "shown_first", "judge_said", "winner", "rationale", "error"]
+
+
+def _category(name: str) -> str:
+    """Which of EVE's `wandb.log` switches a win-rate number belongs to."""
+    if "position" in name:
+        return "position_bias"
+    if "judge_agreement" in name:
+        return "judge_agreement"
+    if "win_rate" in name or "tie_rate" in name or "sign_test" in name:
+        return "win_rates"
+    return "metrics"
+
+
+def track(record: RunRecord, sample_count: int) -> Tracked:
+    """A win rate for a tracker: EVE's logged names (`win_rate/<judge>/<model>`, `alpaca_win_rate/...`,
+    `position_bias/<judge>`, `aggregate/...`, `majority/...`), each rate of summary.csv with its
+    interval (`summary/<judge>/<rate>`, `_ci_low`, `_ci_high`, `_n`), the counts and usage; tables: the
+    rates (summary.csv), the raw decisions (results.csv) and `sample_count` rationales."""
+    data = read_json(record.dir / "metrics.json")
+    metrics: dict[str, dict[str, float]] = {}
+    for name, value in (data.get("metrics") or {}).items():
+        if value is not None:
+            metrics.setdefault(_category(name), {})[name] = float(value)
+    summary = read_table(record.dir / "summary.csv")
+    tables: dict[str, tuple[str, pd.DataFrame]] = {}
+    if summary is not None:
+        tables["win_rates"] = ("win_rates", summary)
+        for _, row in summary.iterrows():
+            judge = str(row["judge"])
+            for col in summary.columns:
+                if not col.endswith("_ci_low"):
+                    continue
+                rate = col[: -len("_ci_low")]
+                group = metrics.setdefault(_category(rate), {})
+                for suffix, key in (("", rate), ("_ci_low", f"{rate}_ci_low"), ("_ci_high", f"{rate}_ci_high"),
+                                    ("_n", "n")):
+                    if key in row and pd.notna(row[key]) and not isinstance(row[key], str):
+                        group[f"summary/{judge}/{rate}{suffix}"] = float(row[key])
+    counts = {k: data[k] for k in ("n", "n_failed", "n_failed_decisions", "n_unmatched", "n_failed_generation") if k in data}
+    metrics["counts"] = numbers("", counts)
+    metrics["usage"] = numbers("usage", data.get("usage"))
+    results = read_table(record.dir / "results.csv")
+    if results is not None:
+        tables["raw_results"] = ("samples", results)
+        decided = results[~results["identical"].astype(str).str.lower().eq("true")] if "identical" in results else results
+        keep = [c for c in RATIONALE_COLUMNS if c in decided.columns]
+        tables["sample_rationales"] = ("sample_rationales", decided[keep].head(sample_count).reset_index(drop=True))
+    return Tracked(folder=record.dir, params=dict(data.get("params") or {}), metrics=metrics, tables=tables,
+                   tags={"evekit.task": str(data.get("task")), "evekit.model_a": str(data.get("model_a")),
+                         "evekit.model_b": str(data.get("model_b"))})
+
+
 def _reads(p: Any) -> list[str]:
     """The answer files of both sides, and the judges' validation."""
     files = [m.get("file") for m in [*p.model_a, *p.model_b] if isinstance(m, dict)]
@@ -58,4 +112,4 @@ def _subject(record: RunRecord, params: Mapping[str, Any]) -> str | None:
 
 KIND = RunKind(name="win_rate", title="win rate", phase=2, notebooks=("win_rate",), params=WinRateParams,
                runner="evekit.runs.win_rate.run:WinRateRun", reads=_reads, headline=headline, card=card, subject=_subject,
-               plan_note="not planned: its judge calls depend on the answer files of other runs")
+               plan_note="not planned: its judge calls depend on the answer files of other runs", track=track)

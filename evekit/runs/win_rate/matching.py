@@ -226,6 +226,7 @@ class Comparison:
     summary: pd.DataFrame | None = None
     outcomes: pd.DataFrame | None = None
     both_orders: bool = False
+    corrected: dict | None = None  # the win rate corrected by expert labels (`runs.win_rate.corrected`)
 
     @property
     def label(self) -> str:

@@ -17,8 +17,10 @@ from typing import Any
 
 import pandas as pd
 
+from evekit.report import markdown_text
 from evekit.runs.base import NotebookRun
 from evekit.runs.win_rate import views
+from evekit.runs.win_rate.kind import KIND
 from evekit.runs.win_rate.params import WinRateParams
 from evekit.runs.win_rate.judging import run_judges
 from evekit.runs.win_rate.matching import Comparison, load_comparisons
@@ -30,6 +32,7 @@ class WinRateRun(NotebookRun):
     """The parameters, the comparisons and what the judges said, for one notebook run."""
 
     Params = WinRateParams
+    Kind = KIND
 
     def __init__(self, config: WinRateParams, clients: dict[str, Any] | None = None) -> None:
         super().__init__(config, clients)
@@ -70,7 +73,9 @@ class WinRateRun(NotebookRun):
         from IPython.display import Markdown, display
 
         for comp in self._judged():
-            display(Markdown(f"### {comp.name_a} vs {comp.name_b}\n\n{views.verdict_text(comp, self.config.alpha)}"))
+            # The models' names are the user's: text, never Markdown.
+            display(Markdown(f"### {markdown_text(comp.name_a)} vs {markdown_text(comp.name_b)}\n\n"
+                             f"{markdown_text(views.verdict_text(comp, self.config.alpha))}"))
             display(views.summary_view(comp))
 
     def plots(self) -> None:
@@ -83,6 +88,44 @@ class WinRateRun(NotebookRun):
                 fig = make(comp)
                 display(fig)
                 plt.close(fig)
+
+    def corrected_scores(self) -> pd.DataFrame | None:
+        """Per comparison with a labelled sheet (`expert_labels`): the panel's alpaca win rate of A,
+        the same corrected by the expert's labels (PPI++) and from the labels alone, with their
+        intervals, the width ratio and the panel's agreement with the labels. None, with a line
+        saying how, without sheets."""
+        from evekit.runs.win_rate import corrected
+
+        rows = {}
+        for comp in self._judged():
+            sheet = corrected.sheet_of(self.config.expert_labels, comp, len(self.comparisons))
+            if sheet is None:
+                continue
+            fixed = corrected.corrected_win_rate(comp, sheet)
+            comp.corrected = fixed
+            raw = comp.summary.set_index("judge").loc["majority"]
+            m = fixed["metric"]
+            keys = ("value", "ci_low", "ci_high", "n", "method")
+            rows[(comp.label, "alpaca_win_rate_a (raw vote)")] = {
+                "value": raw["alpaca_win_rate_a"], "ci_low": raw.get("alpaca_win_rate_a_ci_low"),
+                "ci_high": raw.get("alpaca_win_rate_a_ci_high"), "n": raw["n"], "method": "the panel's vote"}
+            rows[(comp.label, corrected.METRIC)] = {**{k: m.get(k) for k in keys}, "n_labels": m["n_labels"],
+                                                   "width_ratio": m.get("width_ratio"),
+                                                   "agreement_with_labels": fixed["agreement"]["value"]}
+            alone = m.get("labels_only") or {}
+            rows[(comp.label, "alpaca_win_rate_a (labels only)")] = {k: alone.get(k) for k in keys}
+            for note in fixed["notes"]:
+                print(f"Note ({comp.label}): {note}")
+        if not rows:
+            print("No judge-corrected win rate: set expert_labels (a sheet from `evekit label sample "
+                  "<comparison folder>`) to correct the judges' win rate for their errors.")
+            return None
+        table = pd.DataFrame.from_dict(rows, orient="index").dropna(axis=1, how="all")
+        table.index = pd.MultiIndex.from_tuples(table.index, names=["comparison", "score"])
+        for count in ("n", "n_labels"):
+            if count in table:
+                table[count] = pd.to_numeric(table[count]).astype("Int64")
+        return table.round(4)
 
     def rationales(self, n: int = 5) -> pd.DataFrame:
         """A few judged decisions per comparison with the judge's rationale (sampled with the run's seed)."""

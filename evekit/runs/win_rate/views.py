@@ -243,6 +243,7 @@ def save_outputs(comparisons: Sequence[Comparison], cfg: WinRateParams,
             "metrics": eve_metrics(comp), "verdict": verdict_text(comp, cfg.alpha),
             "usage": usage or {}, "params": cfg.as_dict(),
             "abstention_reasons": {j: _reasons(comp.results, j) for j in comp.judges},
+            **({"corrected": comp.corrected} if comp.corrected else {}),
         }
         write_text_atomic(d / "metrics.json", json.dumps(json_safe(record), indent=2, ensure_ascii=False) + "\n")
         failed = comp.results["failed"].astype(bool)

@@ -1,0 +1,110 @@
+"""Hallucination detection's `level` in the task notebook (issue 27): the binary question, the
+hallucinated spans (hard, soft) or all, scored as Mu-SHROOM's scorer defines them; the expected
+values here are computed independently from those definitions (character index sets)."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from evekit.errors import ParameterError
+from evekit.runs.task.run import TaskRun
+
+sys.path.insert(0, str(Path(__file__).parent))
+from scripted_client import ScriptedClient  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "data" / "hallucination_detection.jsonl"
+PHRASE = "B5"
+
+
+def _respond(request):
+    if request.response_format is not None:  # the span question (json_schema first)
+        return json.dumps({"spans": [{"text": PHRASE, "confidence": 0.9}]})
+    return "A"
+
+
+def _run(tmp_path, level, client=None, **extra) -> TaskRun:
+    run = TaskRun.from_notebook({"task": "hallucination_detection", "model_name": "m",
+                                 "base_url": "http://127.0.0.1:9/v1", "dataset": str(extra.pop("dataset", DATA)),
+                                 "limit": 12, "level": level, "cache_dir": str(tmp_path / "cache"),
+                                 "output_dir": str(tmp_path / "out"), "run_name": level, **extra})
+    run._client = lambda *a, **k: client or ScriptedClient(_respond)  # type: ignore[method-assign]
+    run.load()
+    return run
+
+
+def _expected_iou(rows) -> float:
+    """Mu-SHROOM's hard IoU per item from character index sets, averaged; 1 when both are empty."""
+    values = []
+    for row in rows:
+        gold = {i for s, e in row["Hard labels"] for i in range(s, e)}
+        at = row["Answer"].find(PHRASE)
+        pred = set(range(at, at + len(PHRASE))) if at >= 0 else set()
+        values.append(1.0 if not gold and not pred else len(gold & pred) / len(gold | pred))
+    return float(np.mean(values))
+
+
+def test_level_all_asks_both_questions_and_scores_both(tmp_path):
+    client = ScriptedClient(_respond)
+    run = _run(tmp_path, "all", client)
+    run.generate()
+    assert len(client.calls) == 24                                       # the binary and the span question
+    m = run.compute_metrics()
+    assert {"acc", "mcc", "hard_iou", "soft_spearman", "span_f1"} <= set(m)
+    rows = [json.loads(line) for line in DATA.read_text().splitlines()][:12]
+    assert m["hard_iou"]["value"] == pytest.approx(_expected_iou(rows), abs=1e-12)
+    assert m["hard_iou"]["n"] == 12 and run.headline == "acc"
+    assert {"pred_spans", "gold_hard_labels", "span_response", "filtered_resps"} <= set(run.samples.columns)
+    out = run.save()
+    results = json.loads((out / "results.json").read_text())
+    assert results["level"] == "all" and results["span_counts"]["n_spans"] == 12
+    assert "no_span" in results["span_baselines"] and "hard_iou" in results["metrics"]
+    record = json.loads((out / "model_outputs.jsonl").read_text().splitlines()[0])
+    assert record["span_messages"][-1]["content"] != record["messages"][-1]["content"]
+    assert "hard_iou_distribution.png" in run.plots() and "confusion_matrix.png" in run.figures
+
+
+@pytest.mark.parametrize("level", ["hard_spans", "soft_spans"])
+def test_a_span_level_asks_only_the_spans_and_is_summarised_by_iou(tmp_path, level):
+    client = ScriptedClient(_respond)
+    run = _run(tmp_path, level, client)
+    assert all(r.response_format is not None for r in run.requests)       # what model_outputs shows was sent
+    run.generate()
+    assert len(client.calls) == 12
+    m = run.compute_metrics()
+    assert "acc" not in m and run.headline == "hard_iou"
+    assert ("soft_spearman" in m) == (level == "soft_spans")
+    table = run.metrics_table()
+    assert "hard_iou (no span)" in table.index and "hard_iou (whole answer)" in table.index
+
+
+def test_the_span_view_shows_model_and_dataset_text_as_text(tmp_path):
+    payload = "<img src=x onerror=alert(1)>"
+    rows = [{"Question": "Q?", "Answer": f"Band {PHRASE} at 10 m {payload}.", "Hard labels": [[5, 7]],
+             "Soft labels": [{"start": 5, "end": 7, "text": PHRASE, "prob": 1.0}], "is_hallucinated": True}]
+    data = tmp_path / "h.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    run = _run(tmp_path, "soft_spans", dataset=data)
+    run.generate()
+    html = run.span_view(1).data
+    assert payload not in html and "&lt;img src=x onerror=alert(1)&gt;" in html
+
+
+def test_level_is_refused_on_other_tasks_and_plan_counts_the_span_calls(tmp_path):
+    from evekit.batch import plan
+
+    with pytest.raises(ParameterError, match="level='all' applies to hallucination_detection"):
+        TaskRun.from_notebook({"task": "open_ended", "model_name": "m", "base_url": "http://127.0.0.1:9/v1",
+                               "level": "all"})
+    params = {"model_name": "m", "base_url": "http://127.0.0.1:9/v1", "api_key_env": None, "dataset": str(DATA),
+              "limit": 5, "level": "all", "cache_dir": str(tmp_path / "c"), "output_dir": str(tmp_path / "o"),
+              "run_name": "p"}
+    path = tmp_path / "hallucination_detection.yaml"
+    path.write_text(yaml.safe_dump(params))
+    table = plan.plan_table(plan.plan_files([path]))
+    assert int(table["to_send"].sum()) == 10
