@@ -420,7 +420,7 @@ def case_real_full_disk(tmp, tiny_disk):
 
 
 # Writers that are not output files: a temporary copy renamed by hand, a scratch folder, the cache's spool.
-NOT_OUTPUTS = {"evekit/tokenizer.py", "evekit/runs/task/corrected.py", "evekit/cache.py", "evekit/batch/batchfile.py",
+NOT_OUTPUTS = {"evekit/tokenizer.py", "evekit/runs/task/corrected.py", "evekit/runs/win_rate/corrected.py", "evekit/cache.py", "evekit/batch/batchfile.py",
                "evekit/server.py", "evekit/atomic.py",
                "evekit/batch/kernels.py"}  # kernels: a kernel's stderr log, appended to as it runs
 
