@@ -536,6 +536,20 @@ def case_summary_marks_stale(tmp):
     assert "changed since" in board.leaderboard_wide(table).iloc[0, 0]
 
 
+def case_summary_older_than_a_result(tmp):
+    from evekit.runs.records import write_run_record
+    from evekit.runs.registry import KINDS
+
+    run_dir, _, _ = _stale_setup(tmp)
+    summary = run_dir / "summary"
+    summary.mkdir()
+    write_run_record(summary, kind=KINDS["summary"], notebook="summary", run_name="r", files=[])
+    record = json.loads((summary / "run.json").read_text())
+    record["created"] = "2000-01-01T00:00:00+00:00"  # made before the task result was written
+    (summary / "run.json").write_text(json.dumps(record))
+    assert "stale: from 2000-01-01T00:00:00+00:00; written again since: mcqa_single_answer" in _index(run_dir)
+
+
 def case_all_calls_failed_is_marked(tmp):
     from evekit.runs.records import all_calls_failed, read_run_record
 
@@ -616,6 +630,8 @@ CASES: list[tuple[str, str, str, Callable, str]] = [
     ("rerun_elsewhere", "own: a re-run that wrote another folder", "recorded", case_rerun_elsewhere_marks_the_old_folder,
      ""),
     ("summary_stale", "4: the summary shows a stale number", "recorded", case_summary_marks_stale, ""),
+    ("summary_older", "own: a summary made before a result it reads was redone", "recorded",
+     case_summary_older_than_a_result, ""),
     ("all_calls_failed", "3: every call failed, exit 0", "recorded", case_all_calls_failed_is_marked, ""),
     ("judge_calls_failed", "own: judges down vs judges without a verdict", "fine",
      case_judges_without_verdicts_are_not_failed_calls, ""),
