@@ -113,11 +113,14 @@ def test_kill_9_half_way_then_rerun_resumes_from_the_cache_and_gives_the_same_re
     answered_before = {p for p, n in before["answered"].items() if n}
     # A call answered before the kill was cached: never paid again. Only calls in flight at the
     # kill (at most concurrency x jobs = 4) may have been sent twice.
+    lost = answered_before & set(sent_twice)  # answered by the server, never received or cached
     print(f"killed after {before['total']} of 24 calls; the re-run sent {after['total'] - before['total']}, "
-          f"{len(sent_twice)} of them a second time (in flight at the kill)")
+          f"{len(sent_twice)} of them a second time ({len(lost)} answered by the server as the kill came)")
+    # At most the calls in flight at the kill (the endpoint's limit, 2) and the answers of the last
+    # moment (the cache writer commits every 10 ms) are sent again; everything else came from the cache.
     assert len(sent_twice) <= 4, sent_twice
     assert after["total"] == 24 + len(sent_twice)
-    assert len(answered_before & set(sent_twice)) <= 4
+    assert len(lost) <= 2, lost
     _clean_of_half_files(tmp_path / "out")
     # The same results as a run never interrupted (a fresh output folder replaying the same cache).
     fresh = tmp_path / "fresh"
