@@ -550,6 +550,16 @@ def case_summary_older_than_a_result(tmp):
     assert "stale: from 2000-01-01T00:00:00+00:00; written again since: mcqa_single_answer" in _index(run_dir)
 
 
+def case_failure_report_of_a_file_that_since_passed(tmp):
+    run_dir, _, _ = _stale_setup(tmp)
+    (run_dir / "failed" / "mcqa_single_answer").mkdir(parents=True)
+    (run_dir / "failed" / "mcqa_single_answer" / "report.html").write_text("<p>old failure</p>")
+    page = _index(run_dir)
+    assert "FAILED: mcqa_single_answer" not in page and "earlier failure: mcqa_single_answer" in page
+    _attempt(run_dir, "mcqa_single_answer", "mcqa_single_answer-fff", "failed", {})
+    assert "FAILED: mcqa_single_answer" in _index(run_dir)
+
+
 def case_all_calls_failed_is_marked(tmp):
     from evekit.runs.records import all_calls_failed, read_run_record
 
@@ -633,6 +643,8 @@ CASES: list[tuple[str, str, str, Callable, str]] = [
     ("summary_older", "own: a summary made before a result it reads was redone", "recorded",
      case_summary_older_than_a_result, ""),
     ("all_calls_failed", "3: every call failed, exit 0", "recorded", case_all_calls_failed_is_marked, ""),
+    ("old_failure_report", "10: the index shows FAILED for a run that passed", "recorded",
+     case_failure_report_of_a_file_that_since_passed, ""),
     ("judge_calls_failed", "own: judges down vs judges without a verdict", "fine",
      case_judges_without_verdicts_are_not_failed_calls, ""),
 ]

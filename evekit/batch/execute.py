@@ -213,6 +213,7 @@ def _run_locked(run: RunFile, notebook: Path, out_root: Path, run_dir: Path, htm
             print(f"{prefix}  FAILED: {notebook.name} with {run.path}: {why}; "
                   f"{display_path(record.dir)} has no score", file=sys.stderr)
     if ok and not dirs:
+        status, reason = "no_outputs", f"saved no outputs (no {RUN_RECORD})"
         print(f"{prefix}  note: {notebook.name} with {run.path} saved no outputs (no {RUN_RECORD} was written "
               f"under {display_path(out_root)}); its report goes to {display_path(run_dir / 'failed')}",
               file=sys.stderr)

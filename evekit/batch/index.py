@@ -17,7 +17,7 @@ from evekit.cards import flags_text
 from evekit.demo import DEMO_MODEL_NOTE, demo_judge_note, demo_judges, is_demo_model
 from evekit.glossary import entry, glossary_html
 from evekit.report import write_text_atomic
-from evekit.runs.records import RunRecord, all_calls_failed, find_run_records, stale_reasons
+from evekit.runs.records import RunRecord, all_calls_failed, find_run_records, read_attempts, stale_reasons
 from evekit.runs.registry import KINDS
 from evekit.tracking import describe
 
@@ -193,8 +193,14 @@ def write_index(run_dir: Path, batch_runs: "list[Path] | tuple[Path, ...]" = ())
         # A kind without a headline (the summary) has no number to link: no empty link.
         extra.append(f"<li>{target} {_linked(note, href + METRICS_ANCHOR if report.exists() and note else None)}"
                      f"{' ' + mark if mark else ''}{_tracked(record)}</li>")
+    attempts = read_attempts(run_dir)
     for report in sorted(run_dir.glob("failed/*/report.html")):
         rel = report.relative_to(run_dir)
+        latest = attempts.get(rel.parts[1]) or {}
+        if latest.get("status") == "passed":  # a failure its parameter file has since run past
+            extra.append(f'<li><a href="{html.escape(rel.as_posix())}">earlier failure: {html.escape(rel.parts[1])}</a>'
+                         f" (run again and passed, {html.escape(str(latest.get('finished')))})</li>")
+            continue
         extra.append(f'<li><a href="{html.escape(rel.as_posix())}">FAILED: {html.escape(rel.parts[1])}</a></li>')
     demo_note = f" {html.escape(DEMO_MODEL_NOTE)}" if any(is_demo_model(m) for m in models) else ""
     if judges:
