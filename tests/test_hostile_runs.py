@@ -167,3 +167,25 @@ def test_a_full_output_disk_is_one_clear_message_and_leaves_no_half_file(tmp_pat
             assert stub.stats()["total"] == sent  # every answer was in the cache
     finally:
         subprocess.run(["umount", str(mnt)], check=False)
+
+
+def test_two_evekit_runs_on_one_folder_the_second_is_refused_and_the_first_is_unharmed(tmp_path):
+    """Issue 24.10: the second `evekit run` on the same run folder is refused at once (exit 2, the
+    folder and the first run's pid named), sends nothing, and the first run's results, run.json and
+    index are its own."""
+    with StubServer(latency=0.3) as stub:
+        params = _task_file(tmp_path / "params", "mcqa_single_answer.yaml", stub.base_url, tmp_path, limit=12)
+        first = subprocess.Popen([sys.executable, "-m", "evekit.cli", "run", str(params)], cwd=tmp_path, env=_env(),
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 120
+        while stub.stats()["total"] == 0 and time.monotonic() < deadline and first.poll() is None:
+            time.sleep(0.05)
+        sent = stub.stats()["total"]
+        second = _evekit(["run", str(params)], tmp_path)
+        out, err = first.communicate(timeout=300)
+        assert first.returncode == 0, err[-3000:]
+    assert second.returncode == 2, second.stdout[-2000:] + second.stderr[-2000:]
+    assert f"{tmp_path / 'out' / 'r'}: another evekit run (pid {first.pid})" in second.stderr
+    assert "nothing was run" in second.stderr and sent > 0
+    index = (tmp_path / "out" / "r" / "index.html").read_text()
+    assert "FAILED" not in index and not (tmp_path / "out" / "r" / "failed").exists()
