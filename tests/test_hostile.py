@@ -177,6 +177,14 @@ def case_server_url_exported(tmp, monkeypatch):
     assert _read(tmp, "mcqa_single_answer.yaml", path.read_text(), server_url=URL).injected["base_url"] == URL
 
 
+def case_plan_keeps_the_placeholder(tmp, monkeypatch):
+    from evekit.batch.paramfiles import SERVER_URL_PLACEHOLDER, load_params
+
+    monkeypatch.delenv("EVEKIT_SERVER_URL", raising=False)
+    path = _param_file(tmp, "mcqa_single_answer.yaml", 'model_name: m\nbase_url: "${EVEKIT_SERVER_URL}"\n')
+    assert load_params(path, SERVER_URL_PLACEHOLDER)["base_url"] == SERVER_URL_PLACEHOLDER  # evekit plan, no server
+
+
 def case_other_unset_variable(tmp, monkeypatch):
     monkeypatch.delenv("EVEKIT_NOT_SET_ANYWHERE", raising=False)
     _read(tmp, "mcqa_single_answer.yaml", f"model_name: m\nbase_url: {URL}\ndataset: '${{EVEKIT_NOT_SET_ANYWHERE}}/d.jsonl'\n")
@@ -613,6 +621,8 @@ CASES: list[tuple[str, str, str, Callable, str]] = [
      "base_url: ${EVEKIT_SERVER_URL}"),
     ("server_url_exported", "smaller: ${EVEKIT_SERVER_URL} exported crashed the CLI", "fine", case_server_url_exported,
      ""),
+    ("plan_placeholder", "own: evekit plan without a server keeps ${EVEKIT_SERVER_URL}", "fine",
+     case_plan_keeps_the_placeholder, ""),
     ("other_unset_variable", "own: another unset ${VAR}", "error", case_other_unset_variable,
      "dataset: ${EVEKIT_NOT_SET_ANYWHERE}"),
     ("one_choice", "smaller: a choices list of length 1", "error", case_one_choice, "only one choice"),

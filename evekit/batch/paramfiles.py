@@ -147,6 +147,8 @@ def _check_environment_refs(value: Any, path: Path, where: str = "") -> None:
             _check_environment_refs(v, path, f"{where}[{i}]")
     elif isinstance(value, str):
         for name in _ENV_REF.findall(value):
+            if name == SERVER_URL_PLACEHOLDER[2:-1]:
+                continue  # left as written on purpose (`evekit plan` without a server): see _substitute
             if not name or name not in os.environ:
                 raise ParameterError(f"{path}: {where}: ${{{name}}} names an environment variable that is not set "
                                      f"(export {name or 'NAME'}=... before evekit run)")
