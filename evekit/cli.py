@@ -6,6 +6,7 @@ import argparse
 import signal
 import sys
 import threading
+import time
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -41,13 +42,33 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _eve_expanded(args: argparse.Namespace, command: str) -> list | None:
+    """EVE's evals.yaml / win_rate_config.yaml among the files, replaced by their converted
+    parameter files (`evekit.eve`); None (after saying why) when one is refused."""
+    from evekit.errors import EvekitError
+    from evekit.eve import expand_params
+
+    try:
+        args.params, conversions = expand_params(args.params, output_dir=getattr(args, "output_dir", None))
+    except EvekitError as exc:
+        print(f"evekit {command}: {exc}", file=sys.stderr)
+        print(f"evekit {command}: nothing was run", file=sys.stderr)
+        return None
+    return conversions
+
+
 def _run(args: argparse.Namespace) -> int:
     from evekit.batch.execute import run_batch
+    from evekit.eve import write_eve_layout
 
     # SIGTERM (kill, a CI timeout) unwinds like Ctrl-C, so the embedded server is stopped too.
     def terminate(signum: int, frame: object) -> None:
         raise KeyboardInterrupt
     signal.signal(signal.SIGTERM, terminate)
+    conversions = _eve_expanded(args, "run")
+    if conversions is None:
+        return 2
+    started = time.time()
     try:
         return run_batch(args.params, serve=args.serve, output_dir=args.output_dir,
                          html=not args.no_html, notebooks_dir=args.notebooks_dir,
@@ -56,6 +77,9 @@ def _run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print("evekit run: interrupted; the embedded server (if any) was stopped", file=sys.stderr)
         return 130
+    finally:  # EVE's files: their outputs copied into EVE's layout too (what ran; nothing else)
+        for path in write_eve_layout(conversions, since=started):
+            print(f"EVE layout: {path}")
 
 
 def _positive_int(text: str) -> int:
@@ -93,6 +117,8 @@ def _label(args: argparse.Namespace) -> int:
 def _plan(args: argparse.Namespace) -> int:
     from evekit.batch.plan import main as plan_main
 
+    if _eve_expanded(args, "plan") is None:
+        return 2
     return plan_main(args.params, out=args.out, prices=args.prices, notebooks_dir=args.notebooks_dir)
 
 
@@ -105,9 +131,37 @@ def _init(args: argparse.Namespace) -> int:
 def _batch(args: argparse.Namespace) -> int:
     from evekit.batch.batchfile import main_export, main_import
 
+    if _eve_expanded(args, f"batch {args.batch_command}") is None:
+        return 2
     if args.batch_command == "export":
         return main_export(args.params, args.out, model=args.model, notebooks_dir=args.notebooks_dir)
     return main_import(args.results, args.params, notebooks_dir=args.notebooks_dir)
+
+
+def _convert_eve(args: argparse.Namespace) -> int:
+    from evekit.errors import EvekitError
+    from evekit.eve import convert, write_param_files
+
+    try:
+        conv = convert(args.file)
+    except EvekitError as exc:
+        print(f"evekit convert-eve: {exc}", file=sys.stderr)
+        print("evekit convert-eve: nothing was written", file=sys.stderr)
+        return 2
+    files = write_param_files(conv, args.out)
+    print(f"{args.file}: EVE's {conv.format} file -> {len(files)} evekit parameter file(s) in {args.out}")
+    for f in files:
+        print(f"  {f}")
+    for note in conv.notes:
+        print(f"  note: {note}")
+    print(f"next: evekit plan {args.out}/*.yaml  and  evekit run {args.out}/*.yaml")
+    return 0
+
+
+def _eval(args: argparse.Namespace) -> int:
+    from evekit.api import main_eval
+
+    return main_eval(args)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -119,7 +173,8 @@ def main(argv: list[str] | None = None) -> int:
     files.add_argument("params", nargs="+", help="YAML files named <notebook>[.<variant>].yaml")
     files.add_argument("--notebooks-dir", default=None, help="where the notebooks are (default: the repo's)")
     parser.add_argument("--version", action="version", version=f"evekit {evekit.__version__}")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{serve,run,plan,batch,init,prepare,label}")
+    sub = parser.add_subparsers(dest="command", required=True,
+                                metavar="{serve,run,eval,plan,batch,init,convert-eve,prepare,label}")
 
     serve = sub.add_parser("serve", help="start the embedded llama.cpp model server",
                            description="Start the embedded model (SmolLM2-135M-Instruct on llama.cpp's "
@@ -212,6 +267,23 @@ def main(argv: list[str] | None = None) -> int:
     init.add_argument("--sample", action="store_true",
                       help="use the bundled EO sample in data/ instead of the hub datasets")
     init.set_defaults(func=_init)
+
+    conv = sub.add_parser("convert-eve", help="write evekit parameter files for EVE's evals.yaml or win_rate_config.yaml",
+                          description="Convert one of EVE's configuration files (evals.yaml, win_rate_config.yaml) "
+                                      "into evekit parameter files, one per run, each value commented with where "
+                                      "it came from. `evekit run` also runs EVE's files directly.")
+    conv.add_argument("file", help="EVE's evals.yaml or win_rate_config.yaml")
+    conv.add_argument("--out", "-o", required=True, help="the folder to write the parameter files to")
+    conv.set_defaults(func=_convert_eve)
+
+    from evekit.api import add_eval_arguments
+
+    ev = sub.add_parser("eval", help="evaluate one model on tasks in one command (no parameter files)",
+                        description="Evaluate a model at an OpenAI-compatible endpoint on one or more tasks: the "
+                                    "same notebooks `evekit run` runs (reports included), with the parameters "
+                                    "given as flags. EuroEval's --api-base is accepted for --base-url.")
+    add_eval_arguments(ev)
+    ev.set_defaults(func=_eval)
 
     prep = sub.add_parser("prepare", help="download datasets while online for later offline=True runs",
                           description="Save every split of the six EVE datasets (and any --dataset) as "

@@ -458,6 +458,12 @@ def build_win_rate() -> nbformat.NotebookNode:
                           "share of questions on which all judges gave the same verdict. *failed*: questions\nwithout a "
                           "usable verdict (excluded)."),
         code("run.summary_table()"),
+        new_markdown_cell("### The same by EVE's definitions\n\nEVE's win-rate script counts every judge decision "
+                          "on its own (both orders, when judged both ways), keeps a\nfailed decision in a judge's total "
+                          "(not in its alpaca denominator), pools wins over all decisions\n(`aggregate/<model>_win_rate`) "
+                          "and reports `win_rate_difference` as model_b - model_a. `metrics.json` keeps\nthese under "
+                          "`eve_definitions`, beside evekit's figures."),
+        code("run.eve_table()"),
         new_markdown_cell("## Judge-corrected win rate\n\nWith `expert_labels` (an expert's A / B / tie labels of a "
                           "random draw of a comparison's questions, `evekit label sample <comparison folder>`): the "
                           "vote's alpaca win rate of A corrected by prediction-powered inference, beside the labels "

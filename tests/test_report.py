@@ -63,7 +63,10 @@ def test_eee_record_has_the_schema_fields_and_item_counts():
     ci = details["uncertainty"]["confidence_interval"]
     assert (ci["lower"], ci["upper"], ci["confidence_level"], ci["method"]) == (0.0, 1.0, 0.95, "bootstrap")
     assert details["uncertainty"]["num_samples"] == 3  # items behind the metric, not resamples
-    assert details["details"]["num_failed_instances"] == "1.0"
+    # EuroEval's count (unparsed included), beside evekit's split into unparsed and failed calls
+    assert details["details"]["num_failed_instances"] == "2.0"
+    assert details["details"]["num_unparsed_instances"] == "1.0"
+    assert details["details"]["num_infrastructure_failed_instances"] == "1.0"
 
 
 def test_write_run_writes_the_three_files_and_its_record(tmp_path):

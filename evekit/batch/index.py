@@ -74,6 +74,20 @@ def _cell(text: str, flags: tuple = (), href: str | None = None) -> str:
             f'<span class="flag" title="{html.escape(why)}">{html.escape(flags[0].mark)}</span></td>')
 
 
+def _tracked(record: RunRecord) -> str:
+    """Where the run was tracked (run.json's `tracking`): a link to the tracker run when it has a web
+    address, else the tracker and run id with the whole line as the tooltip; "" when not tracked."""
+    status = record.details.get("tracking")
+    text = describe(status)
+    if not text:
+        return ""
+    url = status.get("url")
+    label = f"{status['backend']} run" if status.get("status") != "failed" else f"{status['backend']} failed"
+    if isinstance(url, str) and url.startswith(("http://", "https://")):
+        return f' · <a href="{html.escape(url)}" title="{html.escape(text)}">{html.escape(label)}</a>'
+    return f' · <span class="tracked" title="{html.escape(text)}">{html.escape(label)}</span>'
+
+
 def _status_mark(record: RunRecord, stale: dict[Path, str]) -> str:
     """The marks of a run whose number is not a current result: every call failed (no score), or
     stale (`runs.records.stale_reason`: a later attempt failed or wrote elsewhere, inputs changed)."""
@@ -108,20 +122,6 @@ def _marked_card(card: str, record: RunRecord, stale: dict[Path, str]) -> str:
     """A run's verdict in words, with why it is not current when it is not."""
     why = all_calls_failed(record) or stale.get(record.dir)
     return f"{card} [{why}]" if card and why else card
-
-
-def _tracked(record: RunRecord) -> str:
-    """Where the run was tracked (run.json's `tracking`): a link to the tracker run when it has a web
-    address, else the tracker and run id with the whole line as the tooltip; "" when not tracked."""
-    status = record.details.get("tracking")
-    text = describe(status)
-    if not text:
-        return ""
-    url = status.get("url")
-    label = f"{status['backend']} run" if status.get("status") != "failed" else f"{status['backend']} failed"
-    if isinstance(url, str) and url.startswith(("http://", "https://")):
-        return f' · <a href="{html.escape(url)}" title="{html.escape(text)}">{html.escape(label)}</a>'
-    return f' · <span class="tracked" title="{html.escape(text)}">{html.escape(label)}</span>'
 
 
 def write_index(run_dir: Path, batch_runs: "list[Path] | tuple[Path, ...]" = ()) -> Path:
@@ -189,10 +189,10 @@ def write_index(run_dir: Path, batch_runs: "list[Path] | tuple[Path, ...]" = ())
         if card:
             cards.append(f"<li>{html.escape(card)}</li>")
         target = f'<a href="{href}">{html.escape(label)}</a>' if report.exists() else f"{html.escape(label)} (no report)"
-        mark = _status_mark(record, stale)
         # A kind without a headline (the summary) has no number to link: no empty link.
+        mark = _status_mark(record, stale)
         extra.append(f"<li>{target} {_linked(note, href + METRICS_ANCHOR if report.exists() and note else None)}"
-                     f"{' ' + mark if mark else ''}{_tracked(record)}</li>")
+                     f"{_tracked(record)}{' ' + mark if mark else ''}</li>")
     attempts = read_attempts(run_dir)
     for report in sorted(run_dir.glob("failed/*/report.html")):
         rel = report.relative_to(run_dir)

@@ -23,6 +23,7 @@ from typing import Any, Sequence
 import pandas as pd
 
 from evekit import correction, labels
+from evekit.atomic import write_csv_atomic, write_text_atomic
 from evekit.errors import DataError
 from evekit.paths import display_path
 
@@ -41,8 +42,8 @@ def verdict_metrics(judge_names: Sequence[str]) -> dict[str, str]:
 
 
 def _scratch_run(samples: pd.DataFrame, group_by: str | None, folder: Path) -> Path:
-    samples.to_csv(folder / "samples.csv", index=False)
-    (folder / "results.json").write_text(json.dumps({"params": {"group_by": group_by}}))
+    write_csv_atomic(samples, folder / "samples.csv", index=False)
+    write_text_atomic(folder / "results.json", json.dumps({"params": {"group_by": group_by}}))
     return folder
 
 

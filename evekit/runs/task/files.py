@@ -30,7 +30,7 @@ def write_run(out_dir: Path, samples: pd.DataFrame, results: dict[str, Any], *, 
         write_model_outputs(out_dir / MODEL_OUTPUTS, outputs)
     write_text_atomic(out_dir / "results.json", json.dumps(results, indent=2, ensure_ascii=False) + "\n")
     write_text_atomic(out_dir / "results.eee.jsonl",
-                      json.dumps(to_eee(results, dataset=dataset), ensure_ascii=False) + "\n")
+                      json.dumps(to_eee(results, dataset=dataset, samples=samples), ensure_ascii=False) + "\n")
     figures = figures or {}
     for name, fig in figures.items():
         save_figure_atomic(fig, out_dir / name, dpi=110, bbox_inches="tight")

@@ -7,6 +7,7 @@ The layout is the output contract (README, "What the main job produces"):
 from __future__ import annotations
 
 import json
+import math
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -104,12 +105,41 @@ def _eee_range(name: str) -> tuple[float, float, bool]:
         not metric.higher_is_better
 
 
-def to_eee(results: dict[str, Any], *, dataset: str) -> dict[str, Any]:
+def failed_instances(samples: Any) -> list[dict[str, Any]]:
+    """EuroEval's `failed_instances`: every item the model or the infrastructure failed on, as
+    {sample_index (0-based row of samples.csv), error}; an unparsed answer says why it was not
+    usable, a failed call its error."""
+    if samples is None or len(samples) == 0:
+        return []
+    out = []
+    cols = set(samples.columns)
+    for i, row in enumerate(samples.to_dict("records")):
+        failed = bool(row.get("failed")) if "failed" in cols else False
+        unparsed = bool(row.get("unparsed")) if "unparsed" in cols else False
+        if not (failed or unparsed):
+            continue
+        reason = row.get("error") if failed else row.get("unparsed_reason")
+        if reason is None or (isinstance(reason, float) and math.isnan(reason)) or not str(reason).strip():
+            reason = "the call failed" if failed else "no usable answer in the model's output"
+        out.append({"sample_index": i, "error": f"{'failed' if failed else 'unparsed'}: {reason}"})
+    return out
+
+
+def to_eee(results: dict[str, Any], *, dataset: str, samples: Any = None) -> dict[str, Any]:
     """One result in the Every Eval Ever schema 0.2.1 (its `eval.schema.json`; the fields EuroEval
-    documents). Metrics without a numeric value are left out (the schema's `score` is a number)."""
+    documents). Metrics without a numeric value are left out (the schema's `score` is a number).
+
+    What EuroEval's readers look for: `num_failed_instances` counts as EuroEval does, every item
+    the model failed on, unparsed answers included (beside it evekit's split: `num_unparsed_instances`,
+    `num_infrastructure_failed_instances`); `eval_library.additional_details.raw_results` is the
+    JSON text of a one-iteration list (evekit does not bootstrap the run itself) with the metric
+    values and `failed_instances` (from `samples`, when given)."""
     now = int(time.time())
     source_data = _eee_source_data(str(dataset), results.get("params") or {})
     failures = results.get("n_failed", 0) + results.get("n_unparsed", 0)
+    raw = {name: json_safe(m.get("value")) for name, m in results["metrics"].items()
+           if isinstance(json_safe(m.get("value")), (int, float)) and not isinstance(m.get("value"), bool)}
+    raw["failed_instances"] = failed_instances(samples)
     evaluation_results = []
     for name, m in results["metrics"].items():
         value = json_safe(m.get("value"))
@@ -128,8 +158,9 @@ def to_eee(results: dict[str, Any], *, dataset: str) -> dict[str, Any]:
             "score_details": {
                 "score": value,
                 "details": {
-                    "num_failed_instances": f"{float(results.get('n_failed', 0))}",
+                    "num_failed_instances": f"{float(failures)}",
                     "num_unparsed_instances": f"{float(results.get('n_unparsed', 0))}",
+                    "num_infrastructure_failed_instances": f"{float(results.get('n_failed', 0))}",
                 },
                 "uncertainty": _eee_uncertainty(m, results["n"]),
             },
@@ -159,6 +190,7 @@ def to_eee(results: dict[str, Any], *, dataset: str) -> dict[str, Any]:
                 "few_shot": str(bool(results["params"].get("num_fewshot"))).lower(),
                 "num_fewshot": str(results["params"].get("num_fewshot")),
                 "num_failed_or_unparsed": str(failures),
+                "raw_results": json.dumps([raw], ensure_ascii=False),
             },
         },
         "evaluation_results": evaluation_results,

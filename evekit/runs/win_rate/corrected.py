@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from evekit import correction, labels
+from evekit.atomic import write_csv_atomic, write_text_atomic
 from evekit.errors import DataError, ParameterError
 from evekit.judges import get_kind
 from evekit.paths import display_path, resolve_path
@@ -55,8 +56,8 @@ def corrected_win_rate(comp: Comparison, sheet: str | Path) -> dict[str, Any]:
     Wilson), "notes"}; a bad sheet is a DataError naming its lines."""
     with tempfile.TemporaryDirectory(prefix="evekit-labels-") as tmp:
         folder = Path(tmp)
-        comp.results.to_csv(folder / "results.csv", index=False)
-        (folder / "metrics.json").write_text(json.dumps({"model_a": comp.name_a, "model_b": comp.name_b}))
+        write_csv_atomic(comp.results, folder / "results.csv", index=False)
+        write_text_atomic(folder / "metrics.json", json.dumps({"model_a": comp.name_a, "model_b": comp.name_b}))
         try:
             rows = labels.read_sheet(sheet, folder)
         except DataError as exc:

@@ -20,10 +20,31 @@ from evekit.errors import ParameterError
 from evekit.paths import resolve_path, safe_name
 from evekit.runs.params import check_files
 
-__all__ = ["REQUIRED_COLUMNS", "ModelSpec", "Comparison", "normalize_ws", "unwrap_response", "read_answers",
-           "item_keys", "match_files", "load_comparisons"]
+__all__ = ["REQUIRED_COLUMNS", "DOC_PREFIXES", "doc_column", "doc_spellings", "ModelSpec", "Comparison", "normalize_ws",
+           "unwrap_response", "read_answers", "item_keys", "match_files", "load_comparisons"]
 
 REQUIRED_COLUMNS = ("doc.Question", "target", "filtered_resps")
+# How a dataset field (`Question`, `Answer`, `Choices`, ...) is spelt in an answers CSV: EVE's evalkit
+# writes `doc\\.Question` (the two backslashes lm-eval's flattening leaves), evekit and lm-eval
+# `doc.Question`, and EVE's own loader also takes a bare `Question`. Matched case-insensitively.
+DOC_PREFIXES = ("doc\\\\.", "doc\\.", "doc.", "")
+
+
+def doc_spellings(name: str) -> list[str]:
+    """Every accepted spelling of a `doc.` column (`doc.Question` or `Question`), evekit's first."""
+    bare = name[4:] if name.lower().startswith("doc.") else name
+    return [f"doc.{bare}", f"doc\\\\.{bare}", f"doc\\.{bare}", bare]
+
+
+def doc_column(columns: Sequence[str], name: str) -> str | None:
+    """The column of `columns` that holds the doc field `name` (`doc.Question` or `Question`) in any
+    accepted spelling (`doc_spellings`), case-insensitive; None when there is none. The one place
+    that knows the spellings: every reader of answer CSVs asks it."""
+    lower = {str(c).strip().lower(): c for c in columns}
+    for spelling in doc_spellings(name):
+        if spelling.lower() in lower:
+            return lower[spelling.lower()]
+    return None
 _TRUE = {"true", "1", "yes", "y", "t"}
 _FALSE = {"false", "0", "no", "n", "f", ""}
 
@@ -112,11 +133,14 @@ def read_answers(path: str | Path) -> pd.DataFrame:
         raise FileNotFoundError(f"answers file not found: {path}") from None
     except pd.errors.EmptyDataError:
         raise ValueError(f"{path}: the file is empty (expected columns {', '.join(REQUIRED_COLUMNS)})") from None
+    _check_header(path, raw.columns)
     lower = {c.lower(): c for c in raw.columns}
     cols = {need: need if need in raw.columns else lower.get(need.lower()) for need in REQUIRED_COLUMNS}
+    cols["doc.Question"] = doc_column(raw.columns, "doc.Question")
     missing = [need for need, have in cols.items() if have is None]
     if missing:
-        raise ValueError(f"{path}: missing column(s) {', '.join(map(repr, missing))}; "
+        spelt = [" or ".join(repr(s) for s in doc_spellings(m)) if m.startswith("doc.") else repr(m) for m in missing]
+        raise ValueError(f"{path}: missing column(s) {', '.join(spelt)}; "
                          f"the file has columns: {', '.join(map(repr, raw.columns))}")
     failed_col = lower.get("failed")
     error_col = lower.get("error")
@@ -137,7 +161,17 @@ def read_answers(path: str | Path) -> pd.DataFrame:
     return df
 
 
-_CONTEXT_COLUMN = re.compile(r"doc\.(doc \d+|context)", re.IGNORECASE)
+_CONTEXT_COLUMN = re.compile(r"(?:doc\\{0,2}\.)?(doc \d+|context)", re.IGNORECASE)
+
+
+def _check_header(path: Path, columns: Sequence[str]) -> None:
+    """A first line that is not the header (a stray line of text before it, as in some of EVE's
+    exported CSVs) is an error naming the file and line 1, not a file with odd column names."""
+    first = str(columns[0]) if len(columns) else ""
+    if '"' in first or (first.startswith("Unnamed") and len(columns) > 1 and all(
+            str(c).startswith("Unnamed") for c in columns[1:])):
+        raise ValueError(f"{path}: line 1 is not the header row: it starts with {first[:60]!r}; remove the text "
+                         "before the column names (doc_id, doc.Question, target, filtered_resps, ...)")
 
 
 def _context(raw: pd.DataFrame) -> list[tuple[str, ...]]:

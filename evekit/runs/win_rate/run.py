@@ -78,6 +78,17 @@ class WinRateRun(NotebookRun):
                              f"{markdown_text(views.verdict_text(comp, self.config.alpha))}"))
             display(views.summary_view(comp))
 
+    def eve_table(self) -> None:
+        """Per comparison, the numbers by EVE's own definitions (`eve_definitions`): every judge
+        decision counted, failed ones in the total, pooled and averaged over judges."""
+        from IPython.display import Markdown, display
+
+        from evekit.runs.win_rate.eve_definitions import eve_view
+
+        for comp in self._judged():
+            display(Markdown(f"### {comp.name_a} vs {comp.name_b}, by EVE's definitions"))
+            display(eve_view(comp.results, comp.name_a, comp.name_b, comp.judges))
+
     def plots(self) -> None:
         """Show each comparison's plots (save() writes them as PNG)."""
         import matplotlib.pyplot as plt

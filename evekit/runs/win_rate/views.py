@@ -14,6 +14,7 @@ from evekit.report import json_safe
 from evekit.runs.records import calls_outcome, write_run_record
 from evekit.runs.win_rate.kind import KIND
 from evekit.runs.win_rate.analysis import agreement_matrix, eve_metrics
+from evekit.runs.win_rate.eve_definitions import eve_definitions
 from evekit.runs.win_rate.params import ALPHA, WinRateParams
 from evekit.runs.win_rate.matching import Comparison
 
@@ -240,7 +241,10 @@ def save_outputs(comparisons: Sequence[Comparison], cfg: WinRateParams,
             "n_failed": int(comp.summary.set_index("judge").at["majority", "failed"]),
             "n_failed_decisions": int(comp.results["failed"].sum()),
             "n_unmatched": len(comp.unmatched), "n_failed_generation": len(comp.failed_generation),
-            "metrics": eve_metrics(comp), "verdict": verdict_text(comp, cfg.alpha),
+            "metrics": eve_metrics(comp),
+            # EVE's own definitions (every judge decision counts; evekit.runs.win_rate.eve_definitions)
+            "eve_definitions": eve_definitions(comp.results, comp.name_a, comp.name_b, comp.judges),
+            "verdict": verdict_text(comp, cfg.alpha),
             "usage": usage or {}, "params": cfg.as_dict(),
             "abstention_reasons": {j: _reasons(comp.results, j) for j in comp.judges},
             **({"corrected": comp.corrected} if comp.corrected else {}),
