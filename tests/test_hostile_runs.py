@@ -173,8 +173,8 @@ def test_two_evekit_runs_on_one_folder_the_second_is_refused_and_the_first_is_un
     """Issue 24.10: the second `evekit run` on the same run folder is refused at once (exit 2, the
     folder and the first run's pid named), sends nothing, and the first run's results, run.json and
     index are its own."""
-    with StubServer(latency=0.3) as stub:
-        params = _task_file(tmp_path / "params", "mcqa_single_answer.yaml", stub.base_url, tmp_path, limit=12)
+    with StubServer(latency=2.0) as stub:  # the first run calls for 20 s (20 items, 2 at a time)
+        params = _task_file(tmp_path / "params", "mcqa_single_answer.yaml", stub.base_url, tmp_path, limit=20)
         first = subprocess.Popen([sys.executable, "-m", "evekit.cli", "run", str(params)], cwd=tmp_path, env=_env(),
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 120
@@ -182,6 +182,7 @@ def test_two_evekit_runs_on_one_folder_the_second_is_refused_and_the_first_is_un
             time.sleep(0.05)
         sent = stub.stats()["total"]
         second = _evekit(["run", str(params)], tmp_path)
+        assert first.poll() is None, "the first run ended before the second was tried: make it slower"
         out, err = first.communicate(timeout=300)
         assert first.returncode == 0, err[-3000:]
     assert second.returncode == 2, second.stdout[-2000:] + second.stderr[-2000:]
