@@ -373,6 +373,19 @@ def case_enospc_on_replace_keeps_the_old_file(tmp, monkeypatch):
         assert [p.name for p in tmp.iterdir()] == ["results.json"]  # no temporary file left
 
 
+def case_leftovers_of_a_killed_write(tmp, monkeypatch):
+    import tempfile as tf
+
+    from evekit import atomic
+
+    (tmp / "r" / "m").mkdir(parents=True)
+    fd, left = tf.mkstemp(prefix=".results.json.", suffix=".tmp", dir=tmp / "r" / "m")  # as atomic_path names it
+    os.close(fd)
+    (tmp / "r" / ".mine.tmp").write_text("a user's file")
+    assert atomic.remove_leftovers(tmp / "r") == 1
+    assert not Path(left).exists() and (tmp / "r" / ".mine.tmp").exists()
+
+
 @pytest.fixture
 def tiny_disk(tmp_path):
     """A 200 KB tmpfs (root only): a real full disk."""
@@ -641,6 +654,8 @@ CASES: list[tuple[str, str, str, Callable, str]] = [
     ("killed_lock", "own: the lock of a kill -9'd run", "fine", case_lock_of_a_killed_run_blocks_nobody, ""),
     ("enospc_replace", "9: output_dir fills (injected)", "error", case_enospc_on_replace_keeps_the_old_file,
      "results.json: the disk is full"),
+    ("killed_write_leftovers", "own: temporary files of writes a kill cut short", "fine",
+     case_leftovers_of_a_killed_write, ""),
     ("real_full_disk", "9: output_dir fills (a 200 KB tmpfs): no 0-byte PNG", "fine", case_real_full_disk, ""),
     ("unchanged_current", "own: an unchanged run is not marked", "fine", case_unchanged_run_is_current, ""),
     ("param_file_changed", "4: parameters changed after the run", "recorded", case_param_file_changed, ""),

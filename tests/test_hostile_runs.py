@@ -122,6 +122,7 @@ def test_kill_9_half_way_then_rerun_resumes_from_the_cache_and_gives_the_same_re
     assert after["total"] == 24 + len(sent_twice)
     assert len(lost) <= 2, lost
     _clean_of_half_files(tmp_path / "out")
+    assert not list((tmp_path / "out").rglob(".*.tmp"))  # the re-run cleared what the kill's writes left
     # The same results as a run never interrupted (a fresh output folder replaying the same cache).
     fresh = tmp_path / "fresh"
     for f in files:

@@ -310,6 +310,11 @@ def run_batch(param_files: list[str], *, serve: bool = False, output_dir: str | 
                for f in (read_run_file(p, nb_dir, check_url, output_dir=output_dir, check_files=False) for p in paths)]
     try:
         with locked_run_folders(folders):
+            from evekit.atomic import remove_leftovers
+
+            for folder in folders:  # what a killed run's writes left behind (held: nobody else writes here)
+                if folder.exists():
+                    remove_leftovers(folder)
             return _run_batch_locked(paths, nb_dir, serve, check_url, output_dir, html, progress_every, jobs,
                                      fresh_kernels, track)
     except RunLockedError as exc:
