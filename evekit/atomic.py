@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import shutil
 import tempfile
 from contextlib import contextmanager
@@ -25,7 +26,7 @@ from typing import Any, Iterator
 from evekit.errors import OutputError
 
 __all__ = ["atomic_path", "write_text_atomic", "write_bytes_atomic", "write_csv_atomic", "save_figure_atomic",
-           "is_disk_full"]
+           "is_disk_full", "remove_leftovers"]
 
 _FULL = {errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)}
 
@@ -110,3 +111,21 @@ def save_figure_atomic(fig: Any, path: str | os.PathLike[str], **kwargs: Any) ->
     with atomic_path(path) as tmp:
         fig.savefig(tmp, **kwargs)
     return path
+
+
+_LEFTOVER = re.compile(r"\..+\.[A-Za-z0-9_]{8}\.tmp")
+
+
+def remove_leftovers(folder: str | os.PathLike[str]) -> int:
+    """Delete the temporary files of writes a kill cut short (`.<name>.XXXXXXXX.tmp`) under `folder`;
+    only for a folder nobody else is writing (`evekit run` calls it holding the folder's lock).
+    Returns how many were removed."""
+    removed = 0
+    for path in Path(folder).rglob(".*.tmp"):
+        if _LEFTOVER.fullmatch(path.name) and path.is_file():
+            try:
+                path.unlink()
+                removed += 1
+            except OSError:
+                pass
+    return removed

@@ -177,6 +177,14 @@ def case_server_url_exported(tmp, monkeypatch):
     assert _read(tmp, "mcqa_single_answer.yaml", path.read_text(), server_url=URL).injected["base_url"] == URL
 
 
+def case_plan_keeps_the_placeholder(tmp, monkeypatch):
+    from evekit.batch.paramfiles import SERVER_URL_PLACEHOLDER, load_params
+
+    monkeypatch.delenv("EVEKIT_SERVER_URL", raising=False)
+    path = _param_file(tmp, "mcqa_single_answer.yaml", 'model_name: m\nbase_url: "${EVEKIT_SERVER_URL}"\n')
+    assert load_params(path, SERVER_URL_PLACEHOLDER)["base_url"] == SERVER_URL_PLACEHOLDER  # evekit plan, no server
+
+
 def case_other_unset_variable(tmp, monkeypatch):
     monkeypatch.delenv("EVEKIT_NOT_SET_ANYWHERE", raising=False)
     _read(tmp, "mcqa_single_answer.yaml", f"model_name: m\nbase_url: {URL}\ndataset: '${{EVEKIT_NOT_SET_ANYWHERE}}/d.jsonl'\n")
@@ -365,6 +373,19 @@ def case_enospc_on_replace_keeps_the_old_file(tmp, monkeypatch):
         assert [p.name for p in tmp.iterdir()] == ["results.json"]  # no temporary file left
 
 
+def case_leftovers_of_a_killed_write(tmp, monkeypatch):
+    import tempfile as tf
+
+    from evekit import atomic
+
+    (tmp / "r" / "m").mkdir(parents=True)
+    fd, left = tf.mkstemp(prefix=".results.json.", suffix=".tmp", dir=tmp / "r" / "m")  # as atomic_path names it
+    os.close(fd)
+    (tmp / "r" / ".mine.tmp").write_text("a user's file")
+    assert atomic.remove_leftovers(tmp / "r") == 1
+    assert not Path(left).exists() and (tmp / "r" / ".mine.tmp").exists()
+
+
 @pytest.fixture
 def tiny_disk(tmp_path):
     """A 200 KB tmpfs (root only): a real full disk."""
@@ -420,7 +441,7 @@ def case_real_full_disk(tmp, tiny_disk):
 
 
 # Writers that are not output files: a temporary copy renamed by hand, a scratch folder, the cache's spool.
-NOT_OUTPUTS = {"evekit/tokenizer.py", "evekit/runs/task/corrected.py", "evekit/cache.py", "evekit/batch/batchfile.py",
+NOT_OUTPUTS = {"evekit/tokenizer.py", "evekit/runs/task/corrected.py", "evekit/runs/win_rate/corrected.py", "evekit/cache.py", "evekit/batch/batchfile.py",
                "evekit/server.py", "evekit/atomic.py",
                "evekit/batch/kernels.py"}  # kernels: a kernel's stderr log, appended to as it runs
 
@@ -536,6 +557,30 @@ def case_summary_marks_stale(tmp):
     assert "changed since" in board.leaderboard_wide(table).iloc[0, 0]
 
 
+def case_summary_older_than_a_result(tmp):
+    from evekit.runs.records import write_run_record
+    from evekit.runs.registry import KINDS
+
+    run_dir, _, _ = _stale_setup(tmp)
+    summary = run_dir / "summary"
+    summary.mkdir()
+    write_run_record(summary, kind=KINDS["summary"], notebook="summary", run_name="r", files=[])
+    record = json.loads((summary / "run.json").read_text())
+    record["created"] = "2000-01-01T00:00:00+00:00"  # made before the task result was written
+    (summary / "run.json").write_text(json.dumps(record))
+    assert "stale: from 2000-01-01T00:00:00+00:00; written again since: mcqa_single_answer" in _index(run_dir)
+
+
+def case_failure_report_of_a_file_that_since_passed(tmp):
+    run_dir, _, _ = _stale_setup(tmp)
+    (run_dir / "failed" / "mcqa_single_answer").mkdir(parents=True)
+    (run_dir / "failed" / "mcqa_single_answer" / "report.html").write_text("<p>old failure</p>")
+    page = _index(run_dir)
+    assert "FAILED: mcqa_single_answer" not in page and "earlier failure: mcqa_single_answer" in page
+    _attempt(run_dir, "mcqa_single_answer", "mcqa_single_answer-fff", "failed", {})
+    assert "FAILED: mcqa_single_answer" in _index(run_dir)
+
+
 def case_all_calls_failed_is_marked(tmp):
     from evekit.runs.records import all_calls_failed, read_run_record
 
@@ -589,6 +634,8 @@ CASES: list[tuple[str, str, str, Callable, str]] = [
      "base_url: ${EVEKIT_SERVER_URL}"),
     ("server_url_exported", "smaller: ${EVEKIT_SERVER_URL} exported crashed the CLI", "fine", case_server_url_exported,
      ""),
+    ("plan_placeholder", "own: evekit plan without a server keeps ${EVEKIT_SERVER_URL}", "fine",
+     case_plan_keeps_the_placeholder, ""),
     ("other_unset_variable", "own: another unset ${VAR}", "error", case_other_unset_variable,
      "dataset: ${EVEKIT_NOT_SET_ANYWHERE}"),
     ("one_choice", "smaller: a choices list of length 1", "error", case_one_choice, "only one choice"),
@@ -607,6 +654,8 @@ CASES: list[tuple[str, str, str, Callable, str]] = [
     ("killed_lock", "own: the lock of a kill -9'd run", "fine", case_lock_of_a_killed_run_blocks_nobody, ""),
     ("enospc_replace", "9: output_dir fills (injected)", "error", case_enospc_on_replace_keeps_the_old_file,
      "results.json: the disk is full"),
+    ("killed_write_leftovers", "own: temporary files of writes a kill cut short", "fine",
+     case_leftovers_of_a_killed_write, ""),
     ("real_full_disk", "9: output_dir fills (a 200 KB tmpfs): no 0-byte PNG", "fine", case_real_full_disk, ""),
     ("unchanged_current", "own: an unchanged run is not marked", "fine", case_unchanged_run_is_current, ""),
     ("param_file_changed", "4: parameters changed after the run", "recorded", case_param_file_changed, ""),
@@ -616,7 +665,11 @@ CASES: list[tuple[str, str, str, Callable, str]] = [
     ("rerun_elsewhere", "own: a re-run that wrote another folder", "recorded", case_rerun_elsewhere_marks_the_old_folder,
      ""),
     ("summary_stale", "4: the summary shows a stale number", "recorded", case_summary_marks_stale, ""),
+    ("summary_older", "own: a summary made before a result it reads was redone", "recorded",
+     case_summary_older_than_a_result, ""),
     ("all_calls_failed", "3: every call failed, exit 0", "recorded", case_all_calls_failed_is_marked, ""),
+    ("old_failure_report", "10: the index shows FAILED for a run that passed", "recorded",
+     case_failure_report_of_a_file_that_since_passed, ""),
     ("judge_calls_failed", "own: judges down vs judges without a verdict", "fine",
      case_judges_without_verdicts_are_not_failed_calls, ""),
 ]

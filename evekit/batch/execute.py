@@ -203,9 +203,9 @@ def _run_locked(run: RunFile, notebook: Path, out_root: Path, run_dir: Path, htm
         with open(kernel_stderr, encoding="utf-8", errors="replace") as stream:
             forward_kernel_stderr(stream.read(), prefix=prefix)
         os.unlink(kernel_stderr)
-    dirs = saved_output_dirs(out_root, execution)
+    records, _ = find_run_records(out_root, execution=execution) if out_root.exists() else ([], [])
+    dirs = [r.dir for r in records]
     status = "passed" if ok else "failed"
-    records, _ = find_run_records(out_root, execution=execution) if dirs else ([], [])
     for record in records:
         why = all_calls_failed(record)
         if why:  # no result at all: never a report that reads like one, never exit 0
@@ -213,6 +213,7 @@ def _run_locked(run: RunFile, notebook: Path, out_root: Path, run_dir: Path, htm
             print(f"{prefix}  FAILED: {notebook.name} with {run.path}: {why}; "
                   f"{display_path(record.dir)} has no score", file=sys.stderr)
     if ok and not dirs:
+        status, reason = "no_outputs", f"saved no outputs (no {RUN_RECORD})"
         print(f"{prefix}  note: {notebook.name} with {run.path} saved no outputs (no {RUN_RECORD} was written "
               f"under {display_path(out_root)}); its report goes to {display_path(run_dir / 'failed')}",
               file=sys.stderr)
@@ -309,6 +310,11 @@ def run_batch(param_files: list[str], *, serve: bool = False, output_dir: str | 
                for f in (read_run_file(p, nb_dir, check_url, output_dir=output_dir, check_files=False) for p in paths)]
     try:
         with locked_run_folders(folders):
+            from evekit.atomic import remove_leftovers
+
+            for folder in folders:  # what a killed run's writes left behind (held: nobody else writes here)
+                if folder.exists():
+                    remove_leftovers(folder)
             return _run_batch_locked(paths, nb_dir, serve, check_url, output_dir, html, progress_every, jobs,
                                      fresh_kernels, track)
     except RunLockedError as exc:

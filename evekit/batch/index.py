@@ -17,7 +17,7 @@ from evekit.cards import flags_text
 from evekit.demo import DEMO_MODEL_NOTE, demo_judge_note, demo_judges, is_demo_model
 from evekit.glossary import entry, glossary_html
 from evekit.report import write_text_atomic
-from evekit.runs.records import RunRecord, all_calls_failed, find_run_records, stale_reasons
+from evekit.runs.records import RunRecord, all_calls_failed, find_run_records, read_attempts, stale_reasons
 from evekit.runs.registry import KINDS
 from evekit.tracking import describe
 
@@ -102,6 +102,22 @@ def _status_mark(record: RunRecord, stale: dict[Path, str]) -> str:
     return " ".join(marks)
 
 
+def _older_than_what_they_read(records: list[RunRecord], stale: dict[Path, str]) -> dict[Path, str]:
+    """Runs of a kind that reads every result of its run (the summary: `RunKind.reads` is None) made
+    before some result they read was written again: stale too."""
+    out = {}
+    for record in records:
+        kind = KINDS.get(record.kind)
+        if kind is None or kind.reads is not None or record.dir in stale:
+            continue
+        newer = sorted(r.dir.name for r in records if r.dir != record.dir and str(r.created) > str(record.created)
+                       and KINDS.get(r.kind) is not None and KINDS[r.kind].reads is not None)
+        if newer:
+            out[record.dir] = (f"stale: from {record.created}; written again since: {', '.join(newer[:3])}"
+                               + (f" and {len(newer) - 3} more" if len(newer) > 3 else ""))
+    return out
+
+
 def _marked_card(card: str, record: RunRecord, stale: dict[Path, str]) -> str:
     """A run's verdict in words, with why it is not current when it is not."""
     why = all_calls_failed(record) or stale.get(record.dir)
@@ -118,6 +134,7 @@ def write_index(run_dir: Path, batch_runs: "list[Path] | tuple[Path, ...]" = ())
     judges: set[str] = set()  # judges that are the demo model, behind any judged score of the run
     records, unreadable = find_run_records(run_dir)
     stale = stale_reasons(run_dir, records)
+    stale.update(_older_than_what_they_read(records, stale))
     rows = [f"<tr><td colspan='8'>unreadable: {html.escape(str(p.relative_to(run_dir)))}</td></tr>"
             for p in unreadable]
     extra = []
@@ -176,8 +193,14 @@ def write_index(run_dir: Path, batch_runs: "list[Path] | tuple[Path, ...]" = ())
         mark = _status_mark(record, stale)
         extra.append(f"<li>{target} {_linked(note, href + METRICS_ANCHOR if report.exists() and note else None)}"
                      f"{_tracked(record)}{' ' + mark if mark else ''}</li>")
+    attempts = read_attempts(run_dir)
     for report in sorted(run_dir.glob("failed/*/report.html")):
         rel = report.relative_to(run_dir)
+        latest = attempts.get(rel.parts[1]) or {}
+        if latest.get("status") == "passed":  # a failure its parameter file has since run past
+            extra.append(f'<li><a href="{html.escape(rel.as_posix())}">earlier failure: {html.escape(rel.parts[1])}</a>'
+                         f" (run again and passed, {html.escape(str(latest.get('finished')))})</li>")
+            continue
         extra.append(f'<li><a href="{html.escape(rel.as_posix())}">FAILED: {html.escape(rel.parts[1])}</a></li>')
     demo_note = f" {html.escape(DEMO_MODEL_NOTE)}" if any(is_demo_model(m) for m in models) else ""
     if judges:
