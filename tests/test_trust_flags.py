@@ -90,6 +90,11 @@ def test_a_flagged_judge_score_is_marked_on_the_index_the_leaderboard_csv_and_th
     wide = lb.leaderboard_wide(board)
     assert "\u26a0" in wide.loc["flagged-model (demo)", "open_ended"]
     assert "\u26a0" not in wide.loc["trusted-model (demo)", "open_ended"]
+    # the summary's verdict card (first on its report and in the index) counts the flagged scores
+    card = KINDS["summary"].card(read_run_record(run / "summary" / "run.json"))
+    assert "cannot be told apart on any of 1 task(s)" in card
+    assert "1 of 2 headline scores carry a trust flag (" in card and kind in card
+    assert "1 of 2 headline scores carry a trust flag" in write_index(run).read_text()
 
 
 def test_the_index_says_each_run_in_words_and_links_the_metric_to_the_glossary(tmp_path):
