@@ -143,3 +143,25 @@ def test_a_ranking_card_prints_ties_as_ties_and_marks_a_degenerate_judge(tmp_pat
     card = KINDS["ranking"].card(read_run_record(d / "run.json"))
     assert "1= m1, m2; 3. m3" in card
     assert "Judge j1 rates every model 1000" in card
+    assert "prefer" not in card  # no battles.csv: no position check
+
+
+@pytest.mark.parametrize("first_share, warned", [(0.9, True), (0.5, False)])
+def test_a_ranking_whose_judges_prefer_the_first_answer_is_warned_in_its_card_and_the_index(tmp_path, first_share,
+                                                                                             warned):
+    d = tmp_path / "demo" / "ranking" / "open_ended"
+    d.mkdir(parents=True)
+    pd.DataFrame([("pooled", m, 1, 1000, 950, 1050) for m in ("m1", "m2")],
+                 columns=["judge", "model", "rank", "rating", "ci_low", "ci_high"]).to_csv(d / "ratings.csv",
+                                                                                          index=False)
+    n_first = int(first_share * 40)
+    battles = [{"question_id": f"q{i:02d}", "model_a": "m1" if i % 2 else "m2", "model_b": "m2" if i % 2 else "m1",
+                "judge": "j1", "judge_said": "A" if i < n_first else "B", "method": "json_schema"} for i in range(40)]
+    battles.append({**battles[0], "judge_said": "tie"})  # a tie is not decisive
+    pd.DataFrame(battles).to_csv(d / "battles.csv", index=False)
+    write_run_record(d, kind=KINDS["ranking"], notebook="ranking", run_name="demo",
+                     files=["ratings.csv", "battles.csv"])
+    card = KINDS["ranking"].card(read_run_record(d / "run.json"))
+    assert ("The judges prefer the answer shown first: 90%" in card) is warned
+    assert ("of 40 decisive verdicts" in card) is warned and ("the ratings carry that bias" in card) is warned
+    assert ("prefer the answer shown first" in write_index(tmp_path / "demo").read_text()) is warned
