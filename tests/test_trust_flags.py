@@ -165,3 +165,22 @@ def test_a_ranking_whose_judges_prefer_the_first_answer_is_warned_in_its_card_an
     assert ("The judges prefer the answer shown first: 90%" in card) is warned
     assert ("of 40 decisive verdicts" in card) is warned and ("the ratings carry that bias" in card) is warned
     assert ("prefer the answer shown first" in write_index(tmp_path / "demo").read_text()) is warned
+
+
+def test_a_task_report_opens_with_its_verdict_card_and_flags(tmp_path):
+    import nbformat
+    from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+
+    from evekit.batch import render_html
+
+    d = _task_result(tmp_path / "demo", "flagged-model", FAILED)
+    nb = new_notebook(cells=[new_markdown_cell("# open_ended\n\nThe settings come first in the notebook."),
+                             new_code_cell("x = 1")])
+    nbformat.write(nb, d / "executed.ipynb")
+    render_html(d / "executed.ipynb", d / "report.html", record_dir=d)
+    page = (d / "report.html").read_text()
+    card = page.index('class="evekit-card"')
+    assert card < page.index("The settings come first")
+    said = page[card:card + 2000]
+    assert "judge_voting 1.00 [0.76, 1.00], n = 12 of 14 (higher is better)" in said
+    assert "Judges failed validation" in said
