@@ -22,7 +22,7 @@ import yaml
 
 from evekit.errors import EvekitError, ParameterError, unknown_names
 from evekit.runs.kind import RunKind
-from evekit.runs.params import Params, files_checked
+from evekit.runs.params import Params, check_environment, files_checked
 from evekit.runs.registry import notebooks as kind_notebooks
 
 __all__ = ["SERVER_URL_PLACEHOLDER", "RunFile", "notebook_name", "load_params", "read_run_file", "check_param_files",
@@ -120,7 +120,8 @@ def load_params(path: Path, server_url: str | None = None) -> dict[str, Any]:
     except ParameterError as exc:  # name the file (and the field: the first one that uses it)
         field = next(iter(_fields_using(params, SERVER_URL_PLACEHOLDER)), "")
         raise ParameterError(f"{path}: {field + ': ' if field else ''}{exc}") from None
-    _check_environment_refs(params, path)
+    # `evekit plan` keeps the placeholder as written (no server runs; the cache key holds no URL)
+    _check_environment_refs(params, path, keep=SERVER_URL_PLACEHOLDER if server_url == SERVER_URL_PLACEHOLDER else "")
     return params
 
 
@@ -136,17 +137,18 @@ def _fields_using(value: Any, text: str, where: str = "") -> list[str]:
     return [where] if isinstance(value, str) and text in value else []
 
 
-def _check_environment_refs(value: Any, path: Path, where: str = "") -> None:
+def _check_environment_refs(value: Any, path: Path, where: str = "", keep: str = "") -> None:
     """Every `${NAME}` left in a value must name a set environment variable: an unset one is a
-    ParameterError naming the file and the field now, not a failure inside the kernel later."""
+    ParameterError naming the file and the field now, not a failure inside the kernel later
+    (`keep`: a reference left as written on purpose)."""
     if isinstance(value, dict):
         for k, v in value.items():
-            _check_environment_refs(v, path, f"{where}.{k}" if where else str(k))
+            _check_environment_refs(v, path, f"{where}.{k}" if where else str(k), keep)
     elif isinstance(value, list):
         for i, v in enumerate(value):
-            _check_environment_refs(v, path, f"{where}[{i}]")
+            _check_environment_refs(v, path, f"{where}[{i}]", keep)
     elif isinstance(value, str):
-        for name in _ENV_REF.findall(value):
+        for name in _ENV_REF.findall(value.replace(keep, "") if keep else value):
             if not name or name not in os.environ:
                 raise ParameterError(f"{path}: {where}: ${{{name}}} names an environment variable that is not set "
                                      f"(export {name or 'NAME'}=... before evekit run)")
@@ -262,7 +264,7 @@ def read_run_file(path: Path, notebooks_dir: Path, server_url: str | None = None
         return run
     variant = kind.variant(name)
     try:
-        with files_checked(check_files):
+        with files_checked(check_files, environment=check_environment()):
             params = kind.params.from_dict({**kind.implied(name, values), **values})
     except EvekitError as exc:
         raise ParameterError(f"{path}: {exc}") from None
