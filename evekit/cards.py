@@ -86,16 +86,16 @@ def judge_flags(results: Mapping[str, Any], judge: str | None = None) -> list[Fl
     return flags
 
 
-def position_bias_flag(bias: Any, lo: Any, hi: Any, n: Any = None) -> Flag | None:
+def position_bias_flag(bias: Any, lo: Any, hi: Any, n: Any = None, *, carried: str = "the win rates") -> Flag | None:
     """A flag when the judges' preference for the answer shown first (share of decisive verdicts)
-    is beyond chance: its interval excludes 0.5."""
+    is beyond chance: its interval excludes 0.5 (`carried`: what the bias is in, for the sentence)."""
     b, a, c = _num(bias), _num(lo), _num(hi)
     if b is None or a is None or c is None or a <= 0.5 <= c:
         return None
     side = "first" if a > 0.5 else "second"
     count = f" of {int(n)} decisive verdicts" if _num(n) else ""
     return Flag("position_bias", f"the judges prefer the answer shown {side}: {b:.0%} [{a:.0%}, {c:.0%}]{count} "
-                                 f"went to the answer shown first (0.5 = no bias); the win rates carry that bias")
+                                 f"went to the answer shown first (0.5 = no bias); {carried} carry that bias")
 
 
 def degenerate_judge_flag(judge: str, ratings: Iterable[Any]) -> Flag | None:

@@ -34,13 +34,19 @@ def save_figure(fig: Figure, path: str | Path, dpi: int = 120) -> Path:
 
 def heatmap(matrix: pd.DataFrame, *, ax: Axes | None = None, title: str = "", xlabel: str = "",
             ylabel: str = "", cbar_label: str = "", fmt: str = ".2f", vmin: float | None = None,
-            vmax: float | None = None, cmap: str = "Blues") -> Axes:
-    """Annotated heatmap of a square or rectangular DataFrame (index = rows, columns = columns)."""
+            vmax: float | None = None, cmap: str = "Blues", empty: Callable[[Any, Any], str] | None = None) -> Axes:
+    """Annotated heatmap of a square or rectangular DataFrame (index = rows, columns = columns);
+    `empty(row, column)` says in the cell why a value is missing, rather than leave it blank."""
     n_rows, n_cols = matrix.shape
     ax = _axes(ax, 3.2 + 1.1 * max(n_cols, 2), 1.8 + 0.8 * max(n_rows, 2))
     sns.heatmap(matrix.astype(float), ax=ax, annot=True, fmt=fmt, vmin=vmin, vmax=vmax, cmap=cmap,
                 square=n_rows == n_cols, cbar_kws={"label": cbar_label} if cbar_label else None,
                 linewidths=0.5, linecolor="white")
+    if empty is not None:
+        for r, row in enumerate(matrix.index):
+            for c, col in enumerate(matrix.columns):
+                if pd.isna(matrix.iloc[r, c]):
+                    ax.text(c + 0.5, r + 0.5, empty(row, col), ha="center", va="center", fontsize=7, color="#666666")
     ax.set_title(title)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)

@@ -110,3 +110,29 @@ def test_the_readme_walkthrough_runs_as_written(tmp_path):
     assert (tmp_path / "outputs" / "Qwen__Qwen3-8B" / "index.html").is_file()
     leaked = [p for p in tmp_path.rglob("*") if p.is_file() and "sk-test-not-a-key" in p.read_text(errors="ignore")]
     assert leaked == []
+
+
+def test_plan_works_on_every_committed_example_offline_without_keys(tmp_path):
+    """`evekit plan` on the committed examples from a folder outside the checkout, with the Hub out of
+    reach and no key variable set: the demo, the examples and EVE's files are planned (nothing is
+    sent, so no key is needed); the hub-backed local and hosted examples name the one `evekit
+    prepare` command that copies their datasets."""
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY") and k != "EVEKIT_SERVER_URL"}
+    env["HF_HUB_OFFLINE"] = "1"
+
+    def plan(*folders: str):
+        files = sorted(str(p) for f in folders for p in (REPO_ROOT / "params" / f).glob("*.yaml"))
+        return subprocess.run([sys.executable, "-m", "evekit.cli", "plan", *files], cwd=tmp_path, capture_output=True,
+                              text=True, timeout=600, env=env)
+
+    before = _repo_outputs()
+    done = plan("demo", "examples")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert (tmp_path / "outputs" / "plan.csv").is_file()
+    done = plan("eve")
+    assert done.returncode == 0, done.stderr[-3000:]
+    done = plan("local", "hosted")
+    assert done.returncode == 2
+    assert ("`evekit prepare --dataset eve-esa/mcqa-single-answer --dataset eve-esa/open-ended`" in done.stderr
+            or "`evekit prepare --dataset eve-esa/open-ended --dataset eve-esa/mcqa-single-answer`" in done.stderr)
+    assert _repo_outputs() == before

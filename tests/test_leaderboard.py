@@ -151,3 +151,44 @@ def test_summary_notebook_prints_the_caveat():
     spec.loader.exec_module(module)
     source = "\n".join(c.source for c in module.build_summary().cells)
     assert "run.found()" in source  # SummaryRun.found prints lb.demo_model_note(entries)
+
+
+def test_the_leaderboard_chart_has_one_panel_per_task_on_its_metric_and_marks_flagged_scores():
+    import matplotlib.pyplot as plt
+
+    from evekit import plots
+
+    board = pd.DataFrame([
+        {"model": "a", "task": "mcqa_single_answer", "metric": "acc", "value": 0.4, "ci_low": 0.3, "ci_high": 0.5,
+         "trust": ""},
+        {"model": "b", "task": "mcqa_single_answer", "metric": "acc", "value": 0.5, "ci_low": 0.4, "ci_high": 0.6,
+         "trust": ""},
+        {"model": "a", "task": "open_ended", "metric": "judge_voting", "value": 1.0, "ci_low": 0.76, "ci_high": 1.0,
+         "trust": "failed_validation"}])
+    fig = plots.leaderboard_chart(board)
+    assert len(fig.axes) == 2
+    titles = [ax.get_title(loc="left") for ax in fig.axes]
+    assert titles[0].startswith("mcqa_single_answer: acc") and titles[1].startswith("open_ended: judge_voting")
+    labels = [t.get_text() for t in fig.axes[1].get_yticklabels()]
+    assert labels == ["a  \u26a0 failed_validation"]
+    assert all("\u26a0" not in t.get_text() for t in fig.axes[0].get_yticklabels())
+    plt.close(fig)
+
+
+def test_a_blank_cell_of_the_judges_kappa_heatmap_says_why():
+    import matplotlib.pyplot as plt
+    from types import SimpleNamespace
+
+    from evekit import plots
+    from evekit.judges import cohen_kappa_matrix
+    from evekit.runs.task.run import TaskRun
+
+    answered = pd.DataFrame({"judge_x": [1.0] * 6, "judge_y": [1.0] * 6, "judge_z": [1, 0, 1, 0, 1, 1.0],
+                             "judge_w": [np.nan] * 6})
+    names = ["x", "y", "z", "w"]
+    why = TaskRun._why_no_kappa.__get__(SimpleNamespace(answered=answered))
+    ax = plots.heatmap(cohen_kappa_matrix(answered, names), empty=why)
+    texts = [t.get_text() for t in ax.texts]
+    assert "undefined:\nboth said\nPASS throughout" in texts
+    assert "no item\nboth voted on" in texts
+    plt.close(ax.figure)

@@ -90,6 +90,11 @@ def test_a_flagged_judge_score_is_marked_on_the_index_the_leaderboard_csv_and_th
     wide = lb.leaderboard_wide(board)
     assert "\u26a0" in wide.loc["flagged-model (demo)", "open_ended"]
     assert "\u26a0" not in wide.loc["trusted-model (demo)", "open_ended"]
+    # the summary's verdict card (first on its report and in the index) counts the flagged scores
+    card = KINDS["summary"].card(read_run_record(run / "summary" / "run.json"))
+    assert "cannot be told apart on any of 1 task(s)" in card
+    assert "1 of 2 headline scores carry a trust flag (" in card and kind in card
+    assert "1 of 2 headline scores carry a trust flag" in write_index(run).read_text()
 
 
 def test_the_index_says_each_run_in_words_and_links_the_metric_to_the_glossary(tmp_path):
@@ -138,3 +143,44 @@ def test_a_ranking_card_prints_ties_as_ties_and_marks_a_degenerate_judge(tmp_pat
     card = KINDS["ranking"].card(read_run_record(d / "run.json"))
     assert "1= m1, m2; 3. m3" in card
     assert "Judge j1 rates every model 1000" in card
+    assert "prefer" not in card  # no battles.csv: no position check
+
+
+@pytest.mark.parametrize("first_share, warned", [(0.9, True), (0.5, False)])
+def test_a_ranking_whose_judges_prefer_the_first_answer_is_warned_in_its_card_and_the_index(tmp_path, first_share,
+                                                                                             warned):
+    d = tmp_path / "demo" / "ranking" / "open_ended"
+    d.mkdir(parents=True)
+    pd.DataFrame([("pooled", m, 1, 1000, 950, 1050) for m in ("m1", "m2")],
+                 columns=["judge", "model", "rank", "rating", "ci_low", "ci_high"]).to_csv(d / "ratings.csv",
+                                                                                          index=False)
+    n_first = int(first_share * 40)
+    battles = [{"question_id": f"q{i:02d}", "model_a": "m1" if i % 2 else "m2", "model_b": "m2" if i % 2 else "m1",
+                "judge": "j1", "judge_said": "A" if i < n_first else "B", "method": "json_schema"} for i in range(40)]
+    battles.append({**battles[0], "judge_said": "tie"})  # a tie is not decisive
+    pd.DataFrame(battles).to_csv(d / "battles.csv", index=False)
+    write_run_record(d, kind=KINDS["ranking"], notebook="ranking", run_name="demo",
+                     files=["ratings.csv", "battles.csv"])
+    card = KINDS["ranking"].card(read_run_record(d / "run.json"))
+    assert ("The judges prefer the answer shown first: 90%" in card) is warned
+    assert ("of 40 decisive verdicts" in card) is warned and ("the ratings carry that bias" in card) is warned
+    assert ("prefer the answer shown first" in write_index(tmp_path / "demo").read_text()) is warned
+
+
+def test_a_task_report_opens_with_its_verdict_card_and_flags(tmp_path):
+    import nbformat
+    from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+
+    from evekit.batch import render_html
+
+    d = _task_result(tmp_path / "demo", "flagged-model", FAILED)
+    nb = new_notebook(cells=[new_markdown_cell("# open_ended\n\nThe settings come first in the notebook."),
+                             new_code_cell("x = 1")])
+    nbformat.write(nb, d / "executed.ipynb")
+    render_html(d / "executed.ipynb", d / "report.html", record_dir=d)
+    page = (d / "report.html").read_text()
+    card = page.index('class="evekit-card"')
+    assert card < page.index("The settings come first")
+    said = page[card:card + 2000]
+    assert "judge_voting 1.00 [0.76, 1.00], n = 12 of 14 (higher is better)" in said
+    assert "Judges failed validation" in said

@@ -230,10 +230,11 @@ def plan_files(param_files: Iterable[str | Path], *, notebooks_dir: str | Path |
     nb_dir = Path(notebooks_dir) if notebooks_dir else REPO_ROOT / "notebooks"
     # The placeholder stays as written when no server runs: the cache key does not hold the URL.
     url = os.environ.get("EVEKIT_SERVER_URL") or SERVER_URL_PLACEHOLDER
-    problems = check_param_files(paths, nb_dir, url)
-    if problems:
-        raise ParameterError("; ".join(problems))
-    files = run_order([read_run_file(p, nb_dir, url, check_files=False) for p in paths])
+    with files_checked(False, environment=False):  # nothing is sent: the keys may be set later
+        problems = check_param_files(paths, nb_dir, url)
+        if problems:
+            raise ParameterError("; ".join(problems))
+        files = run_order([read_run_file(p, nb_dir, url, check_files=False) for p in paths])
     own = caches is None
     caches = {} if caches is None else caches
     plans: list[RunPlan] = []
@@ -250,18 +251,40 @@ def plan_files(param_files: Iterable[str | Path], *, notebooks_dir: str | Path |
             # `evekit prepare` when it cannot be reached).
             namespace = {**f.injected, "offline": _has_local_rows(f.injected)}
             try:
-                with files_checked(False):  # what it shows may be written by another run of the batch
+                # what it shows may be written by another run of the batch; nothing is sent: no keys needed
+                with files_checked(False, environment=False):
                     run = kind.load_runner().from_notebook(namespace)
                 plan.task = run.task.name
                 _play(run, plan, caches)
                 plan.labels = _labels_needed(run)
             except EvekitError as exc:  # which file it was; a hub dataset needs `evekit prepare` first
-                raise type(exc)(f"{display_path(f.path)}: {exc}") from None
+                hint = _prepare_all(files) if "evekit prepare --dataset" in str(exc) else ""
+                raise type(exc)(f"{display_path(f.path)}: {exc}{hint}") from None
     finally:
         if own:
             for cache in caches.values():
                 cache.close()
     return plans
+
+
+def _prepare_all(files: Sequence[Any]) -> str:
+    """When more than one of the batch's files reads a hub dataset without a local copy: the one
+    `evekit prepare` command that copies them all (else "")."""
+    from evekit.tasks import TASKS
+
+    hub = []
+    for f in files:
+        if f.kind is None or f.kind.plan_note is not None:
+            continue
+        values = f.injected
+        dataset = values.get("dataset") or (TASKS[values["task"]].hub_id if values.get("task") in TASKS else None)
+        if dataset and not _has_local_rows(values):
+            hub.append(str(dataset))
+    hub = list(dict.fromkeys(hub))
+    if len(hub) < 2:
+        return ""
+    return (f". The files of this batch read {len(hub)} hub datasets without a local copy; one command copies "
+            f"them all: `evekit prepare {' '.join(f'--dataset {h}' for h in hub)}`")
 
 
 def _has_local_rows(values: dict[str, Any]) -> bool:

@@ -27,7 +27,7 @@ from evekit.paths import cache_path, output_path, resolve_path
 from evekit.tracking import TrackingConfig
 from evekit.types import JUDGE_MAX_TOKENS, JudgeSpec
 
-__all__ = ["files_checked", "check_files", "param", "Params", "OnTask", "Seeded", "Limited", "SeedLimit", "Judging", "ShowsValidation", "ExpertLabelled", "BothOrders", "Client", "Output", "injected_parameters", "check_injected",
+__all__ = ["files_checked", "check_files", "check_environment", "param", "Params", "OnTask", "Seeded", "Limited", "SeedLimit", "Judging", "ShowsValidation", "ExpertLabelled", "BothOrders", "Client", "Output", "injected_parameters", "check_injected",
            "check_type", "GROUPS"]
 
 # The order of the parameters cell: what is evaluated, then the model, the data, the judges, the
@@ -69,6 +69,11 @@ def files_checked(check: bool, *, environment: bool = True) -> Iterator[None]:
 def check_files() -> bool:
     """Whether checks that input files exist apply now (`files_checked`)."""
     return _CHECK_FILES.get()
+
+
+def check_environment() -> bool:
+    """Whether checks that key variables are set apply now (`files_checked`)."""
+    return _CHECK_ENVIRONMENT.get()
 
 
 def injected_parameters(namespace: Mapping[str, Any]) -> list[str]:

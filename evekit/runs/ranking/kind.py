@@ -5,7 +5,7 @@ from typing import Any, Mapping
 
 import pandas as pd
 
-from evekit.cards import degenerate_judge_flag, flags_text, ranks_text
+from evekit.cards import Flag, degenerate_judge_flag, flags_text, position_bias_flag, ranks_text
 from evekit.runs.kind import RunKind
 from evekit.runs.ranking.params import RankingParams
 from evekit.runs.records import RunRecord
@@ -28,9 +28,31 @@ def headline(record: RunRecord) -> str:
         return ""
 
 
+def position_flag(battles: pd.DataFrame) -> Flag | None:
+    """The judges' preference for the answer shown first across the battles (share of decisive
+    verdicts, 'A' of 'A'/'B', averaged over judges; a 95% interval resampling questions, as the win
+    rate's), as a flag when the interval excludes one half."""
+    from evekit.runs.win_rate.analysis import question_interval
+
+    said = battles.get("judge_said")
+    if said is None or not len(battles):
+        return None
+    decisive = battles[said.isin(["A", "B"]) & (battles.get("method", pd.Series("", index=battles.index))
+                                                .astype(str) != "identical")]
+    if decisive.empty:
+        return None
+    first = (decisive["judge_said"] == "A").astype(float)
+    num = first.groupby([decisive["question_id"], decisive["judge"]]).sum().unstack(fill_value=0.0)
+    den = first.groupby([decisive["question_id"], decisive["judge"]]).count().unstack(fill_value=0.0)
+    res = question_interval(num.to_numpy(float), den.to_numpy(float))
+    return position_bias_flag(res.get("value"), res.get("ci_low"), res.get("ci_high"), len(decisive),
+                              carried="the ratings")
+
+
 def card(record: RunRecord) -> str:
-    """The pooled ranks as Arena prints them (ties shown as ties), and a mark on a judge that tells
-    the models apart not at all."""
+    """The pooled ranks as Arena prints them (ties shown as ties), a mark on a judge that tells
+    the models apart not at all, and a warning when the judges prefer the answer shown first (or
+    second) beyond what the interval allows."""
     try:
         df = pd.read_csv(record.dir / "ratings.csv")
         pooled = df[df["judge"] == "pooled"].sort_values(["rank", "rating"], ascending=[True, False])
@@ -39,6 +61,9 @@ def card(record: RunRecord) -> str:
         text = f"Ranks (pooled judges; a rank is 1 + the models clearly better, so models not told apart share one): {ranks_text(pooled.to_dict('records'))}."
         flags = [f for judge, g in df[df["judge"] != "pooled"].groupby("judge")
                  if (f := degenerate_judge_flag(str(judge), g["rating"])) is not None]
+        if (record.dir / "battles.csv").is_file():
+            bias = position_flag(pd.read_csv(record.dir / "battles.csv", keep_default_na=False, na_values=[""]))
+            flags += [bias] if bias is not None else []
         return text + (f" {flags_text(flags)}" if flags else "")
     except Exception:  # a half-written or foreign table must not break the index or the report
         return ""

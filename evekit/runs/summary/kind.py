@@ -31,6 +31,28 @@ def track(record: Any, sample_count: int) -> Tracked:
     return Tracked(folder=record.dir, metrics={"metrics": metrics}, tables=tables)
 
 
+def card(record: Any) -> str:
+    """The summary's verdict in words, first on its report and in the index: per pair of models
+    across tasks, what the Holm-adjusted paired tests support (`cards.comparisons_card`), and how
+    many headline scores carry a trust flag."""
+    from evekit.cards import MARK, comparisons_card
+
+    try:
+        tests = read_table(record.dir / "paired_tests.csv")
+        board = read_table(record.dir / "leaderboard.csv")
+        parts = (comparisons_card(tests.to_dict("records")) if tests is not None and len(tests)
+                 else ["Only one model per task: nothing to compare."])
+        if board is not None and len(board) and "trust" in board:
+            flagged = board[board["trust"].fillna("").astype(str).str.len() > 0]
+            if len(flagged):
+                parts.append(f"{MARK} {len(flagged)} of {len(board)} headline scores carry a trust flag "
+                             f"({', '.join(sorted(set(', '.join(flagged['trust']).split(', '))))}): "
+                             "read them as marked in the leaderboard.")
+        return " ".join(parts)
+    except Exception:  # a half-written or foreign table must not break the index or the report
+        return ""
+
+
 KIND = RunKind(name="summary", title="summary leaderboard", phase=3, notebooks=("summary",), params=SummaryParams,
                runner="evekit.runs.summary.run:SummaryRun", reads=None, plan_note="makes no model calls",
-               one_per_run=True, track=track)
+               one_per_run=True, track=track, card=card)

@@ -996,7 +996,8 @@ class TaskRun(NotebookRun):
 
                 figs["judge_agreement.png"] = plots.heatmap(
                     judging.cohen_kappa_matrix(self.answered, self.judge_names),
-                    title=f"Cohen's kappa between judges · {title}", vmin=-1, vmax=1, cmap="RdBu").figure
+                    title=f"Cohen's kappa between judges · {title}", vmin=-1, vmax=1, cmap="RdBu",
+                    empty=self._why_no_kappa).figure
         corrected = self._corrected_table()
         if corrected is not None:
             figs["corrected.png"] = plots.corrected_scores(corrected, title=title)
@@ -1008,6 +1009,16 @@ class TaskRun(NotebookRun):
             figs[GROUP_PLOT] = self.figures[GROUP_PLOT]
         self.figures = figs
         return figs
+
+    def _why_no_kappa(self, a: str, b: str) -> str:
+        """A blank cell of the kappa heatmap in words: no item both judges voted on, or one verdict
+        given by both throughout (chance agreement 1: kappa undefined)."""
+        x, y = (pd.to_numeric(self.answered[f"judge_{n}"], errors="coerce") for n in (a, b))
+        both = x.notna() & y.notna()
+        if not both.any():
+            return "no item\nboth voted on"
+        said = {1.0: "PASS", 0.0: "FAIL"}.get(float(x[both].iloc[0]), str(x[both].iloc[0]))
+        return f"undefined:\nboth said\n{said} throughout"
 
     # -- save ---------------------------------------------------------------------------------
     def _judge_extra(self) -> dict[str, Any] | None:
