@@ -86,7 +86,7 @@ class WinRateRun(NotebookRun):
         from evekit.runs.win_rate.eve_definitions import eve_view
 
         for comp in self._judged():
-            display(Markdown(f"### {comp.name_a} vs {comp.name_b}, by EVE's definitions"))
+            display(Markdown(f"### {markdown_text(comp.name_a)} vs {markdown_text(comp.name_b)}, by EVE's definitions"))
             display(eve_view(comp.results, comp.name_a, comp.name_b, comp.judges))
 
     def plots(self) -> None:
