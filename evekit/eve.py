@@ -29,7 +29,7 @@ from typing import Any, Iterable, Literal, Sequence
 import yaml
 
 from evekit.atomic import write_csv_atomic, write_text_atomic
-from evekit.batch.paramfiles import MAX_BYTES, _LimitedLoader
+from evekit.batch.paramfiles import MAX_BYTES, _LimitedLoader, read_limited_text
 from evekit.endpoints import url_credentials_problem
 from evekit.errors import ParameterError, unknown_names
 from evekit.paths import output_path, safe_name
@@ -160,14 +160,9 @@ def load_eve_yaml(path: Path) -> Any:
     """The file's YAML with EVE's tags left as placeholders (resolved by `convert`); ParameterError
     naming the file for anything unreadable."""
     path = Path(path)
+    text = read_limited_text(path, "a configuration file")
     try:
-        size = path.stat().st_size
-    except OSError as exc:
-        raise ParameterError(f"{path}: cannot be read ({exc.strerror})") from None
-    if size > MAX_BYTES:
-        raise ParameterError(f"{path}: {size:,} bytes; a configuration file may have at most {MAX_BYTES:,}")
-    try:
-        return yaml.load(path.read_text(encoding="utf-8", errors="replace"), Loader=_EveLoader)  # noqa: S506
+        return yaml.load(text, Loader=_EveLoader)  # noqa: S506
     except yaml.YAMLError as exc:
         raise ParameterError(f"{path}: not valid YAML: {exc}") from None
 

@@ -95,17 +95,22 @@ def _substitute(value: Any, server_url: str | None) -> Any:
     return value
 
 
-def load_params(path: Path, server_url: str | None = None) -> dict[str, Any]:
-    """The file's mapping of parameter names to values, `${EVEKIT_SERVER_URL}` filled in.
-    ParameterError naming the file for anything that is not such a mapping."""
-    path = Path(path)
+def read_limited_text(path: Path, what: str = "a parameter file") -> str:
+    """The text of a YAML file of at most MAX_BYTES; ParameterError naming the file otherwise."""
     try:
         size = path.stat().st_size
     except OSError as exc:
         raise ParameterError(f"{path}: cannot be read ({exc.strerror})") from None
     if size > MAX_BYTES:
-        raise ParameterError(f"{path}: {size:,} bytes; a parameter file may have at most {MAX_BYTES:,}")
-    text = path.read_text(encoding="utf-8", errors="replace")
+        raise ParameterError(f"{path}: {size:,} bytes; {what} may have at most {MAX_BYTES:,}")
+    return path.read_text(encoding="utf-8", errors="replace")
+
+
+def load_params(path: Path, server_url: str | None = None) -> dict[str, Any]:
+    """The file's mapping of parameter names to values, `${EVEKIT_SERVER_URL}` filled in.
+    ParameterError naming the file for anything that is not such a mapping."""
+    path = Path(path)
+    text = read_limited_text(path)
     try:
         params = yaml.load(text, Loader=_LimitedLoader)  # noqa: S506 - a SafeLoader with limits
     except yaml.YAMLError as exc:
