@@ -22,7 +22,7 @@ import yaml
 
 from evekit.errors import EvekitError, ParameterError, unknown_names
 from evekit.runs.kind import RunKind
-from evekit.runs.params import Params, files_checked
+from evekit.runs.params import Params, check_environment, files_checked
 from evekit.runs.registry import notebooks as kind_notebooks
 
 __all__ = ["SERVER_URL_PLACEHOLDER", "RunFile", "notebook_name", "load_params", "read_run_file", "check_param_files",
@@ -272,7 +272,8 @@ def read_run_file(path: Path, notebooks_dir: Path, server_url: str | None = None
         return run
     variant = kind.variant(name)
     try:
-        with files_checked(check_files):
+        # The key-variable check stays as the caller set it (`evekit plan` sends nothing: no key needed).
+        with files_checked(check_files, environment=check_environment()):
             params = kind.params.from_dict({**kind.implied(name, values), **values})
     except EvekitError as exc:
         raise ParameterError(f"{path}: {exc}") from None
