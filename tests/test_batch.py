@@ -335,3 +335,38 @@ def test_kernel_stderr_keeps_real_errors_and_drops_only_the_noise(capsys):
 
 def test_elapsed_time_reads_like_a_clock():
     assert [batch.format_elapsed(s) for s in (5, 130, 3725)] == ["5 s", "2 min 10 s", "1 h 2 min"]
+
+
+def test_papermill_saves_are_throttled_and_the_closing_save_has_every_output(tmp_path, monkeypatch):
+    """The batch's papermill engine writes the executed notebook at its start and at its end, and
+    while cells run at most every SAVE_EVERY seconds (papermill's own: at every cell's start and
+    end); the notebook it leaves holds every cell's output and status."""
+    import nbformat
+    import papermill as pm
+    import papermill.engines as engines
+    from nbformat.v4 import new_code_cell, new_notebook
+
+    from evekit.batch import execute
+
+    execute._register_atomic_notebooks()
+    monkeypatch.setattr(execute, "SAVE_EVERY", 3600.0)
+    writes: list[str] = []
+    real_write = engines.write_ipynb
+
+    def counting_write(nb, path):
+        writes.append(path)
+        real_write(nb, path)
+
+    monkeypatch.setattr(engines, "write_ipynb", counting_write)
+    source, executed = tmp_path / "four.ipynb", tmp_path / "out" / "four.ipynb"
+    executed.parent.mkdir()
+    nb = new_notebook(cells=[new_code_cell(f"print({i} * 7)") for i in range(4)])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, source)
+    pm.execute_notebook(str(source), execute.ATOMIC_SCHEME + str(executed), kernel_name="python3",
+                        progress_bar=False, engine_name=execute.THROTTLED_ENGINE)
+    assert len(writes) == 2  # papermill's own engine: 2 + 2 per cell = 10
+    saved = nbformat.read(executed, as_version=4)
+    assert [c.outputs[0]["text"] for c in saved.cells] == ["0\n", "7\n", "14\n", "21\n"]
+    assert {c.metadata.papermill["status"] for c in saved.cells} == {"completed"}
+    assert saved.metadata.papermill["duration"] is not None

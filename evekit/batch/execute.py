@@ -30,6 +30,7 @@ _ATOMIC_REGISTERED = False
 
 def _register_atomic_notebooks() -> None:
     """Teach papermill (its public I/O registry, `papermill.iorw.papermill_io`) the atomic scheme."""
+    from papermill.engines import papermill_engines
     from papermill.iorw import LocalHandler, papermill_io
 
     from evekit.atomic import write_text_atomic
@@ -47,7 +48,56 @@ def _register_atomic_notebooks() -> None:
     global _ATOMIC_REGISTERED
     if not _ATOMIC_REGISTERED:
         papermill_io.register(ATOMIC_SCHEME, AtomicLocalHandler())
+        papermill_engines.register(THROTTLED_ENGINE, _throttled_engine())
         _ATOMIC_REGISTERED = True
+
+
+# papermill saves the whole notebook at every cell's start and end (nbformat.writes: about 10 ms
+# for a demo notebook with its outputs, 50-60 saves a notebook: about a third of the batch process's
+# CPU on a cached re-run). This engine saves at most every SAVE_EVERY seconds while cells run and
+# always at the end (papermill's `notebook_complete`), so the executed notebook is the same; a kill
+# leaves a whole notebook at most SAVE_EVERY seconds older. The progress lines read it every 30 s.
+THROTTLED_ENGINE = "evekit-throttled"
+SAVE_EVERY = 1.0
+
+
+def _throttled_engine() -> type:
+    from papermill.engines import NBClientEngine, NotebookExecutionManager
+
+    class ThrottledManager(NotebookExecutionManager):  # type: ignore[misc]
+        _last_write = float("-inf")
+        _final = False
+
+        def save(self, **kwargs: Any) -> None:
+            nb = kwargs.get("nb")
+            if nb:  # papermill's own `catch_nb_assignment`: a replaced notebook object
+                self.nb = nb
+            now = time.monotonic()
+            if self._final or now - self._last_write >= SAVE_EVERY:
+                super().save()
+                self._last_write = time.monotonic()
+
+        def notebook_complete(self, **kwargs: Any) -> None:
+            self._final = True  # its closing save always writes
+            super().notebook_complete(**kwargs)
+
+    class ThrottledEngine(NBClientEngine):  # type: ignore[misc]
+        @classmethod
+        def execute_notebook(cls, nb: Any, kernel_name: str, output_path: str | None = None,
+                             progress_bar: bool = True, log_output: bool = False, autosave_cell_every: int = 30,
+                             **kwargs: Any) -> Any:
+            # As papermill's Engine.execute_notebook, with the manager above.
+            nb_man = ThrottledManager(nb, output_path=output_path, progress_bar=progress_bar,
+                                      log_output=log_output, autosave_cell_every=autosave_cell_every)
+            nb_man.notebook_start()
+            try:
+                cls.execute_managed_notebook(nb_man, kernel_name, log_output=log_output, **kwargs)
+            finally:
+                nb_man.cleanup_pbar()
+                nb_man.notebook_complete()
+            return nb_man.nb
+
+    return ThrottledEngine
 
 
 def input_files(run: RunFile) -> dict[str, str | None]:
@@ -191,7 +241,7 @@ def _run_locked(run: RunFile, notebook: Path, out_root: Path, run_dir: Path, htm
     try:
         with ProgressReporter(stem, executed, progress_every, prefix):
             pm.execute_notebook(str(notebook), ATOMIC_SCHEME + str(executed), parameters=run.injected, cwd=os.getcwd(),
-                                kernel_name="python3", progress_bar=False, log_output=False,
+                                kernel_name="python3", progress_bar=False, log_output=False, engine_name=THROTTLED_ENGINE,
                                 kernel_manager_class=kernel_manager_class(kernel_stderr, kernel_env,
                                                                           kernel_server))
     except Exception as exc:  # papermill has written the notebook with its error banner

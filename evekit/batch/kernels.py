@@ -1,7 +1,7 @@
 """Warm notebook kernels for `evekit run`: a kernel provisioner that forks kernels from a warm server.
 
 A fresh IPython kernel spends about 1.5 s starting and 2.5 s importing pandas, scipy, matplotlib,
-seaborn and openai before the first cell of a notebook does any work; on a cached re-run of the demo
+seaborn and statsmodels before the first cell of a notebook does any work; on a cached re-run of the demo
 that is most of each notebook's time. `evekit run` therefore starts one *kernel server* per batch: a
 child process that imports those third-party libraries (`PRELOAD`; never evekit, whose modules may
 read the kernel's environment), one module at a time between requests, and forks one process per
@@ -71,10 +71,11 @@ PROVISIONER_NAME = "evekit-warm-kernel"  # pyproject.toml registers WarmKernelPr
 
 # Imported once in the server. Third-party only, and nothing that decides at import time whether it
 # runs inside a kernel (see the module docstring): `datasets` imports tqdm.auto, so only what it
-# is built on is here (evekit imports datasets only to read from the hub).
+# is built on is here (evekit imports datasets only to read from the hub). Not `openai`: no evekit
+# module imports it (the client posts with aiohttp), and it costs the server over a second of CPU.
 PRELOAD = (
     "numpy", "pandas", "scipy.stats", "scipy.optimize", "matplotlib.pyplot", "seaborn",
-    "openai", "aiohttp", "tenacity", "yaml", "jsonschema", "PIL.Image",
+    "aiohttp", "tenacity", "yaml", "jsonschema", "PIL.Image",
     "pyarrow", "huggingface_hub", "fsspec",
     "statsmodels.stats.proportion", "statsmodels.stats.inter_rater", "statsmodels.stats.weightstats",
     "rouge_score.rouge_scorer", "sacrebleu",
