@@ -17,7 +17,7 @@ spec.loader.exec_module(H)
 
 # One or more per group (parameter files, concurrent runs, datasets, letters, client replies,
 # injections, pairwise, HTML, index and stale marks, pairing, files): the cheap ones of each.
-SAMPLE = ["empty_file", "alias_bomb", "key_in_url_userinfo", "run_name_parent", "yaml_duplicate_key",
+SAMPLE = ["empty_file", "alias_bomb", "key_in_url_userinfo", "run_name_parent",
           "limit_negative", "key_in_judge_field", "one_choice", "duplicate_choices", "invalid_utf8_dataset",
           "fullwidth_B", "cyrillic_B", "tool_call_only", "huge_reply", "inj_issue_answer", "inj_fake_json",
           "inj_parrot_json", "judge_two_json_conflicting", "pair_inj_3", "html_table_script",
