@@ -92,6 +92,7 @@ class FullText:
         # on every run, instead of pandas' random element ids. escape="html": data is text.
         styler = (shown(self.data).style.set_uuid("evekit").hide(axis="index")
                   .format(lambda v: f"{v:.4g}" if isinstance(v, float) else str(v), escape="html")
+                  .format_index(escape="html", axis=1)  # a column name can come from data too
                   .set_properties(**self.STYLE))
         if self.caption:
             import html

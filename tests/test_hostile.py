@@ -234,6 +234,11 @@ def case_markup_in_tables(tmp):
     for p in PAYLOADS + ["<script>t()</script>"]:
         assert p not in page
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    # A column name can come from data too (a group_by value, a judge's name): escaped as well.
+    page = FullText(pd.DataFrame({p: ["x"] for p in PAYLOADS})).to_html()
+    for p in PAYLOADS:
+        assert p not in page
+    assert "&lt;img src=x onerror=alert(1)&gt;" in page
 
 
 # --------------------------------------------------------------------------------- pairing by item
@@ -697,3 +702,34 @@ def test_hostile_case(case_id, issue_case, expected, case, says, tmp_path, reque
         assert KEY not in message and "Traceback" not in message
         assert str(tmp_path) in message or case_id in ("one_choice", "duplicate_choices") or "odd.jsonl" in message \
             or "a.csv" in message or case_id == "locked_folder", f"the message names no file: {message}"
+
+
+# ------------------------------------ findings of the case catalogue (benchmarks/hostile_cases.py)
+def test_a_parameter_file_that_is_not_utf8_is_refused_naming_the_byte(tmp_path):
+    path = tmp_path / "params" / "mcqa_single_answer.yaml"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"model_name: caf\xe9\n")  # Latin-1, not UTF-8: replaced bytes would run 'caf\ufffd'
+    from evekit.batch.paramfiles import read_run_file
+
+    with pytest.raises(EvekitError, match=r"mcqa_single_answer\.yaml: not UTF-8 text \(byte 15"):
+        read_run_file(path, NOTEBOOKS, None, check_files=False)
+
+
+def test_a_parameter_given_twice_is_refused_naming_both_lines(tmp_path):
+    with pytest.raises(EvekitError, match=r"line 3: 'model_name' is given twice \(first on line 1\)"):
+        _read(tmp_path, "mcqa_single_answer.yaml", "model_name: a\nlimit: 3\nmodel_name: b\n")
+    with pytest.raises(EvekitError, match=r"'name' is given twice"):  # inside a judge entry too
+        _read(tmp_path, "win_rate.yaml", "judges:\n  - {name: j, name: k, model: m, base_url: 'http://h/v1'}\n")
+
+
+@pytest.mark.parametrize("value", [".nan", ".inf", "-.inf"])
+def test_a_number_that_is_not_finite_is_refused(tmp_path, value):
+    with pytest.raises(EvekitError, match=r"temperature=.* must be a finite number"):
+        _read(tmp_path, "mcqa_single_answer.yaml", f"model_name: m\nbase_url: 'http://h/v1'\ntemperature: {value}\n")
+
+
+@pytest.mark.parametrize("url", ["file:///etc/passwd", "ftp://host/v1", "localhost:8000/v1"])
+def test_a_base_url_that_is_not_http_is_refused(tmp_path, url):
+    with pytest.raises(EvekitError, match=r"base_url .* is not an http:// or https:// URL"):
+        _read(tmp_path, "mcqa_single_answer.yaml", f"model_name: m\nbase_url: '{url}'\n")
+    assert _read(tmp_path, "mcqa_single_answer.yaml", "model_name: m\nbase_url: 'HTTPS://host/v1'\n").params.base_url

@@ -64,6 +64,18 @@ class _LimitedLoader(yaml.SafeLoader):
         finally:
             self._depth -= 1
 
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:  # noqa: D401 - yaml's hook
+        # A name given twice would silently keep its last value: refused, naming the line.
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            key = key_node.value if isinstance(key_node, yaml.ScalarNode) else None
+            if key is not None and key != "<<" and key in seen:
+                raise yaml.YAMLError(f"line {key_node.start_mark.line + 1}: {key!r} is given twice (first on line "
+                                     f"{seen[key]}); keep one")
+            if key is not None:
+                seen[key] = key_node.start_mark.line + 1
+        return super().construct_mapping(node, deep=deep)
+
     def construct_document(self, node: Any) -> Any:  # noqa: D401 - yaml's hook
         sizes: dict[int, int] = {}
 
@@ -103,7 +115,10 @@ def read_limited_text(path: Path, what: str = "a parameter file") -> str:
         raise ParameterError(f"{path}: cannot be read ({exc.strerror})") from None
     if size > MAX_BYTES:
         raise ParameterError(f"{path}: {size:,} bytes; {what} may have at most {MAX_BYTES:,}")
-    return path.read_text(encoding="utf-8", errors="replace")
+    try:
+        return path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:  # replacing the bytes would run a value nobody wrote
+        raise ParameterError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason}); save it as UTF-8") from None
 
 
 def load_params(path: Path, server_url: str | None = None) -> dict[str, Any]:
@@ -178,6 +193,10 @@ def _check_urls(value: Any, path: Path, where: str = "") -> None:
             problem = url_credentials_problem(url, where)
             if problem:
                 raise ParameterError(f"{path}: {problem}")
+        url = os.path.expandvars(value)
+        if "$" not in url and not url.lower().startswith(("http://", "https://")):
+            raise ParameterError(f"{path}: {where} {url!r} is not an http:// or https:// URL (an OpenAI-compatible "
+                                 "endpoint, e.g. http://localhost:8000/v1)")
 
 
 def check_run_name(run_name: Any, output_dir: Any, path: Path) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import contextvars
+import math
 import os
 import types
 import typing
@@ -219,6 +220,8 @@ class Params:
             if rule.choices is not None and value is not None and value not in rule.choices:
                 raise ParameterError(f"{f.name}={value!r} is not valid; use one of: "
                                      f"{', '.join(map(str, rule.choices))}")
+            if isinstance(value, float) and not math.isfinite(value):
+                raise ParameterError(f"parameter {f.name}={value!r} must be a finite number")
             low = f.metadata.get("minimum")
             if low is not None and value is not None and not isinstance(value, (list, tuple)) and value < low:
                 word = "at least" if low else "0 or more"
