@@ -189,13 +189,13 @@ def _check_urls(value: Any, path: Path, where: str = "") -> None:
         for i, v in enumerate(value):
             _check_urls(v, path, f"{where}[{i}]")
     elif isinstance(value, str) and where.rsplit(".", 1)[-1] == "base_url":
-        for url in (value, os.path.expandvars(value)):
+        expanded = os.path.expandvars(value)
+        for url in (value, expanded):
             problem = url_credentials_problem(url, where)
             if problem:
                 raise ParameterError(f"{path}: {problem}")
-        url = os.path.expandvars(value)
-        if "$" not in url and not url.lower().startswith(("http://", "https://")):
-            raise ParameterError(f"{path}: {where} {url!r} is not an http:// or https:// URL (an OpenAI-compatible "
+        if "$" not in expanded and not expanded.lower().startswith(("http://", "https://")):
+            raise ParameterError(f"{path}: {where} {expanded!r} is not an http:// or https:// URL (an OpenAI-compatible "
                                  "endpoint, e.g. http://localhost:8000/v1)")
 
 
