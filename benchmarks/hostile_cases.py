@@ -599,10 +599,14 @@ def letters_case(id: str, title: str, reply: str, want: list[str] | None, probes
         from evekit.parsing import parse_letters
 
         try:
-            result = parse_letters(reply, list(labels), multiple=False)
+            # The reply as a user's run reads it: through the client (which removes <think> blocks),
+            # then the parser. A letter the parser flags (outside the choices, several of them) is
+            # scored unparsed, so only an accepted reading counts as "read as".
+            text = _client_reply({"choices": [{"message": {"role": "assistant", "content": reply}}]}).text
+            result = parse_letters(text, list(labels), multiple=False)
         except Exception as exc:
             return classify_exception(exc)
-        got = list(result.labels or [])
+        got = list(result.labels or []) if result.reason is None else []
         if want is None:
             return ("fine", f"unparsed ({result.reason})") if not got else \
                 ("silent wrong result", f"read as {got} from a reply naming no letter")
@@ -1125,6 +1129,8 @@ def _render(tmp: Path, model_name: str, run_name: str) -> str:
     injected.metadata["tags"] = ["injected-parameters"]
     out = new_code_cell("print(1)", outputs=[new_output("stream", name="stdout", text="1\n")])
     nb = new_notebook(cells=[new_markdown_cell("# A task"), params, injected, out])
+    # papermill stores the parameters it injected here; the report's title reads them.
+    nb.metadata["papermill"] = {"parameters": {"model_name": model_name, "run_name": run_name}}
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     d = tmp / f"r{len(list(tmp.glob('r*')))}"
     d.mkdir()
@@ -1531,15 +1537,18 @@ def _full_disk(tmp: Path) -> tuple[str, str]:
 
 @case("full_disk_cache", "the cache's disk fills mid-run: answers already paid for", "data lost", ISSUE)
 def _full_cache(tmp: Path) -> tuple[str, str]:
-    from evekit.cache import ResponseCache
-    from evekit.types import GenerationResult
+    from evekit.cache import ResponseCache, cache_key, key_fields
+    from evekit.types import GenerationRequest, GenerationResult
 
     with tiny_disk(tmp, "400k") as disk:
         cache = ResponseCache(disk / "cache")
-        cache.put("k0", {"n": 0}, GenerationResult(text="first", raw="first"))
+        # Real request fields (what a run stores): the spool file a full disk leaves holds them.
+        reqs = [GenerationRequest(messages=({"role": "user", "content": f"item {i}"},)) for i in range(80)]
+        cache.put(cache_key("m", reqs[0]), key_fields("m", reqs[0]), GenerationResult(text="first", raw="first"))
         fill(disk)
         err = None
-        items = [(f"k{i}", {"n": i}, GenerationResult(text="x" * 4000, raw="x" * 4000)) for i in range(1, 80)]
+        items = [(cache_key("m", r), key_fields("m", r), GenerationResult(text="x" * 4000, raw="x" * 4000))
+                 for r in reqs[1:]]
         try:
             with contextlib.redirect_stderr(io.StringIO()):
                 cache.put_many(items)
@@ -1621,7 +1630,7 @@ def _leftovers(tmp: Path) -> tuple[str, str]:
         n = [0]
         def slow(self, *a, **k):
             n[0] += 1
-            if n[0] == 3:
+            if n[0] == 1:  # 20000 rows are one chunk: the kill comes before any row is written
                 print("KILLME", flush=True)
                 import time; time.sleep(30)
             return orig(self, *a, **k)

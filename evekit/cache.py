@@ -243,8 +243,13 @@ class ResponseCache:
 
     def put_many(self, items: Iterable[tuple[str, Mapping[str, Any] | str, GenerationResult]]) -> None:
         """Store answers in one short transaction. Failures are refused. The request is its keyed
-        fields, or their canonical JSON as `request_key` returns it."""
+        fields, or their canonical JSON as `request_key` returns it.
+
+        A write that fails (a full disk) loses none of them: they go to a spool file
+        (`spool`, imported at the next open) and the CacheError raised says where
+        (`error.spooled`: the file and how many answers it holds; None if no spool file took them)."""
         now = time.time()
+        items = list(items)
         rows, rejections = [], []
         for key, fields, result in items:
             if result.failed and not result.rejected:
@@ -255,7 +260,28 @@ class ResponseCache:
             else:
                 rows.append((key, request, *_stored_values(result), now))
         with self._lock:
-            self._insert_many(rows, rejections)
+            try:
+                self._insert_many(rows, rejections)
+            except (sqlite3.Error, OSError, CacheError) as exc:
+                # Chained to the root cause (SQLite's or the OS's error), as a direct failure is.
+                raise self._kept(items, exc) from (exc.__cause__ or exc)
+
+    def _kept(self, items: Sequence[tuple[str, Mapping[str, Any] | str, GenerationResult]],
+              exc: BaseException) -> CacheError:
+        """The error of a failed write `exc`, once its answers are in a spool file (if one took them):
+        `spooled` is (file, number of answers) or None, `write_error` the failed write's own error."""
+        text = str(exc) if isinstance(exc, CacheError) else f"cache {self.path}: {exc}"
+        try:
+            path = self.spool(items)
+        except CacheError as spool_error:
+            error, spooled = CacheError(f"{text}; {spool_error}"), None
+        else:
+            what = "the answer was" if len(items) == 1 else f"the {len(items)} answers were"
+            error = CacheError(f"{text}; {what} kept in {path} and {'is' if len(items) == 1 else 'are'} imported "
+                               "the next time the cache is opened")
+            spooled = (path, len(items))
+        error.spooled, error.write_error = spooled, exc  # type: ignore[attr-defined]
+        return error
 
     @contextmanager
     def _transaction(self) -> Iterator[None]:
@@ -417,7 +443,7 @@ class ResponseCache:
                 return folder / name
             except OSError as exc:
                 problems.append(f"{folder}: {exc.strerror or exc}")
-        raise CacheError(f"{len(records)} answers could not be kept in a spool file either ({'; '.join(problems)})")
+        raise CacheError(f"{len(records)} answer{'' if len(records) == 1 else 's'} could not be kept in a spool file either ({'; '.join(problems)})")
 
     def _import_spools(self) -> None:
         """Import the spool files of this cache (see `spool`), then delete them."""
@@ -502,7 +528,14 @@ class CacheWriter:
             try:
                 self.cache.put_many(batch)
                 return
-            except (sqlite3.Error, OSError, CacheError) as e:  # the disk is full, or the file unusable
+            except CacheError as e:  # the disk is full, or the file unusable: put_many spooled the batch
+                self._write_error, self.failed = getattr(e, "write_error", e), True
+                if getattr(e, "spooled", None):
+                    self._spooled.append(e.spooled)
+                    if not self._unsaved:
+                        return
+                    batch = []
+            except (sqlite3.Error, OSError) as e:
                 self._write_error, self.failed = e, True
             except BaseException as e:  # noqa: BLE001 - reported by close()
                 self._bug = e

@@ -47,14 +47,19 @@ class ParseResult(NamedTuple):
 
 def normalize_text(text: str) -> str:
     """`text` in Unicode NFKC with its format characters (category Cf: zero-width spaces and
-    joiners, bidi embeddings, overrides and isolates, the BOM, soft hyphens) removed.
+    joiners, bidi embeddings, overrides and isolates, the BOM, soft hyphens) and its control
+    characters other than tab and line breaks (category Cc: NUL, escape sequences' ESC) removed.
 
     NFKC folds compatibility forms into the plain ones (fullwidth "Ｂ" -> "B", "：" -> ":");
     format characters are invisible, so a reader should never see a letter they hide or split.
     Look-alikes from other scripts (Cyrillic "В") stay what they are: they are other letters.
     """
     text = unicodedata.normalize("NFKC", text)
-    return "".join(ch for ch in text if unicodedata.category(ch) != "Cf")
+    return "".join(ch for ch in text if unicodedata.category(ch) != "Cf" and (ch in _KEPT_CONTROLS or
+                                                                            unicodedata.category(ch) != "Cc"))
+
+
+_KEPT_CONTROLS = frozenset("\t\n\r")  # line structure; every other control character (NUL, ESC, ...) is invisible
 
 
 # ---------------------------------------------------------------------------------------------

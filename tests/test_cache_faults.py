@@ -75,6 +75,41 @@ def test_a_full_disk_names_the_file_not_a_failed_rollback(tmp_path):
     assert isinstance(e.value.__cause__, sqlite3.OperationalError)
 
 
+def test_a_write_the_disk_refuses_keeps_its_answers_for_the_next_open(tmp_path):
+    # ResponseCache.put_many itself spools (not only CacheWriter): a Batch JSONL import or any other
+    # direct caller loses no answer either.
+    cache = ResponseCache(tmp_path)
+    rs = reqs(80)
+    cache.put(cache_key(MODEL, rs[0]), key_fields(MODEL, rs[0]), GenerationResult(text="first", raw="first"))
+    cache._db = FullDisk(cache._db)
+    items = [(cache_key(MODEL, r), key_fields(MODEL, r), GenerationResult(text=f"a{i}", raw=f"a{i}"))
+             for i, r in enumerate(rs) if i]
+    with pytest.raises(CacheError) as e:
+        cache.put_many(items)
+    path, n = e.value.spooled
+    assert n == 79 and path.parent == tmp_path and path.name.startswith(SPOOL_PREFIX)
+    assert f"the 79 answers were kept in {path} and are imported the next time the cache is opened" in str(e.value)
+    cache._db = cache._db._db
+    cache.close()
+    with ResponseCache(tmp_path) as again:
+        got = again.get_many([cache_key(MODEL, r) for r in rs])
+    assert len(got) == 80 and got[items[-1][0]].text == "a79" and got[cache_key(MODEL, rs[0])].text == "first"
+    assert not list(tmp_path.glob(f"{SPOOL_PREFIX}*"))
+
+
+def test_when_no_spool_file_takes_them_the_error_says_so(tmp_path, monkeypatch):
+    cache = ResponseCache(tmp_path)
+    cache._db = FullDisk(cache._db)
+
+    def no_room(*_a, **_k):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr("evekit.cache._write_jsonl", no_room)
+    with pytest.raises(CacheError) as e:
+        cache.put("k", {"n": 1}, GenerationResult(text="a", raw="a"))
+    assert e.value.spooled is None
+    assert "1 answer could not be kept in a spool file either" in str(e.value)
+
+
 def test_the_writer_spools_what_it_could_not_store_and_the_next_open_imports_it(tmp_path):
     cache = ResponseCache(tmp_path)
     cache._db = FullDisk(cache._db, full_after=3)  # three rows go in, then the disk is full
