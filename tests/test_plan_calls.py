@@ -88,6 +88,7 @@ def write_case(folder: Path, name: str, source: Path, change: dict[str, Any], ba
                    "output_dir": str(folder / "outputs")})
     params["judges"] = [{**j, "model": f"judge-{j['name']}", "base_url": base_url}
                         for j in params.get("judges") or []]
+    folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{name}.yaml"
     path.write_text(yaml.safe_dump(params, sort_keys=False), encoding="utf-8")
     return path
@@ -180,3 +181,23 @@ def test_model_calls_are_what_generate_sends_first(tmp_path, name, source, chang
     assert recorded == declared
     judged = [s for s in run.model_calls() if s.judged]
     assert len(judged) == (1 if run.task.judge_kind is not None and run.config.judge_specs() else 0)
+
+
+def test_json_answers_send_a_repeats_own_seed_and_keep_the_runs_keys(tmp_path):
+    """The JSON answers of a custom task: repeat r > 0 sends its own seed (else every repeat is one
+    call, one answer); repeat 0, like a run without repeats, sends none, so the calls a recorded run
+    cached are still its calls."""
+    source = EXAMPLES / "custom_task.eo_entities.yaml"
+    once = task_run(write_case(tmp_path / "once", "custom_task.eo_entities", source, {}, "http://127.0.0.1:9/v1"))
+    twice = task_run(write_case(tmp_path / "twice", "custom_task.eo_entities", source,
+                                {"repeats": 2, "repeat_over": "sampling", "temperature": 0.7}, "http://127.0.0.1:9/v1"))
+    (step,) = once.model_calls()
+    assert step.structured and all(r.seed is None and r.response_format for r in step.requests)
+    (repeated,) = twice.model_calls()
+    by_repeat = {r: [q for it, q in zip(repeated.items, repeated.requests) if it.fields["repeat"] == r] for r in (0, 1)}
+    assert [q.seed for q in by_repeat[0]] == [None] * LIMIT
+    assert len({q.seed for q in by_repeat[1]}) == 1 and by_repeat[1][0].seed is not None
+    keys = {r: [cache_key(MODEL, q) for q in qs] for r, qs in by_repeat.items()}
+    assert not set(keys[0]) & set(keys[1])
+    # Repeat 0 at temperature 0.7 differs from the run without repeats only by its temperature.
+    assert [q.messages for q in by_repeat[0]] == [q.messages for q in step.requests]
