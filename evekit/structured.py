@@ -21,7 +21,7 @@ import jsonschema
 from evekit.errors import CacheMiss
 from evekit.types import GenerationRequest, GenerationResult
 
-__all__ = ["METHODS", "DEFAULT_REMINDER", "JsonAnswer", "UnusableReply", "ask_json", "as_results",
+__all__ = ["METHODS", "DEFAULT_REMINDER", "JsonAnswer", "UnusableReply", "ask_json", "first_requests", "as_results",
            "response_format", "extract_json", "remembered_method", "forget_method"]
 
 METHODS: tuple[str, ...] = ("json_schema", "json_object", "text")
@@ -223,6 +223,32 @@ def _to_prompt(messages: Sequence[dict[str, str]]) -> str:
     return "\n\n".join(m["content"] for m in messages) + "\n"
 
 
+def _request(conv: Sequence[dict[str, str]], fmt: dict[str, Any] | None, *, api: str, temperature: float,
+             max_tokens: int, seed: int | None = None) -> GenerationRequest:
+    """One call of `ask_json`: the chat with the method's `response_format`, or (completions) the
+    chat joined into one prompt."""
+    if api == "chat":
+        return GenerationRequest(messages=tuple(dict(m) for m in conv), temperature=temperature,
+                                 max_tokens=max_tokens, response_format=fmt, seed=seed)
+    return GenerationRequest(prompt=_to_prompt(conv), temperature=temperature, max_tokens=max_tokens, seed=seed)
+
+
+def first_requests(messages: Sequence[Sequence[dict[str, str]]], schema: dict[str, Any], *, max_tokens: int,
+                   temperature: float = 0.0, name: str = "verdict", methods: Sequence[str] = METHODS,
+                   api: str = "chat", request_schema: dict[str, Any] | None = None,
+                   seeds: Sequence[int | None] | None = None, **_ask_json_only: Any) -> list[GenerationRequest]:
+    """The requests `ask_json` with these arguments sends first, one per conversation, from a client
+    that has not probed the chain yet: its first method (json_schema on chat; text on completions).
+    Only these are known before any reply: a format the server refuses moves the chain on, and an
+    unusable reply gets one reminder. Takes `ask_json`'s keywords (parsers, desc: ignored here), so
+    a caller can pass the one set of arguments to both."""
+    chain = tuple(methods) if api == "chat" else ("text",)
+    fmt = response_format(chain[0], request_schema or schema, name)
+    seeds = list(seeds) if seeds is not None else [None] * len(messages)
+    return [_request(conv, fmt, api=api, temperature=temperature, max_tokens=max_tokens, seed=seed)
+            for conv, seed in zip(messages, seeds)]
+
+
 def ask_json(
     client: Any,
     messages: Sequence[Sequence[dict[str, str]]],
@@ -242,6 +268,7 @@ def ask_json(
     screen: Screen | None = None,
     request_schema: dict[str, Any] | None = None,
     quoted: Sequence[Sequence[str]] | None = None,
+    seeds: Sequence[int | None] | None = None,
 ) -> list[JsonAnswer]:
     """Ask a model for one JSON object per conversation, whatever structured output it supports.
 
@@ -282,6 +309,9 @@ def ask_json(
     own (a judge's answers under judgement): `text_parser`, `extract` and `screen` then get them
     as their last argument (`text_parser(reply, quoted)`, `screen(parsed, reply, quoted)`).
 
+    `seeds[i]` (optional) is the `seed` sent with item i's calls (None: no seed), so repeated samples
+    of one conversation are distinct calls.
+
     `api="completions"` sends the messages joined into one prompt and uses only "text".
     """
     msgs = [tuple(dict(m) for m in conv) for conv in messages]
@@ -292,6 +322,8 @@ def ask_json(
     chain = tuple(methods) if api == "chat" else ("text",)
     if not chain:
         raise ValueError("ask_json needs at least one method")
+    if seeds is not None and len(seeds) != len(msgs):
+        raise ValueError(f"ask_json: {len(seeds)} seeds for {len(msgs)} conversations")
     if quoted is not None and len(quoted) != len(msgs):
         raise ValueError(f"ask_json: {len(quoted)} quoted entries for {len(msgs)} conversations")
     parser = text_parser or (lambda text, *_: extract_json(text))
@@ -300,15 +332,8 @@ def ask_json(
 
     def call(idxs: list[int], method: str, extra: dict[int, tuple[dict, ...]] | None = None) -> dict[int, _Attempt]:
         fmt = response_format(method, request_schema or schema, name)
-        reqs = []
-        for i in idxs:
-            conv = msgs[i] + (extra or {}).get(i, ())
-            if api == "chat":
-                reqs.append(GenerationRequest(messages=conv, temperature=temperature,
-                                              max_tokens=max_tokens, response_format=fmt))
-            else:
-                reqs.append(GenerationRequest(prompt=_to_prompt(conv), temperature=temperature,
-                                              max_tokens=max_tokens))
+        reqs = [_request(msgs[i] + (extra or {}).get(i, ()), fmt, api=api, temperature=temperature,
+                         max_tokens=max_tokens, seed=None if seeds is None else seeds[i]) for i in idxs]
         results = client.generate(reqs, desc=desc or f"{name} ({method})")
         out = {}
         for i, r in zip(idxs, results):

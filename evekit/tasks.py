@@ -27,7 +27,7 @@ from evekit import metrics as M
 from evekit.data import Item, Row, choices_of, items_from_rows, parse_list
 from evekit.errors import DataError, RowError
 from evekit.parsing import format_labels, parse_hallucination, parse_letters
-from evekit.structured import as_results, ask_json, response_format
+from evekit.structured import as_results, ask_json, first_requests
 from evekit.types import Api, GenerationRequest, GenerationResult
 
 __all__ = [
@@ -1095,20 +1095,26 @@ def gold_spans(item: Item) -> tuple[list[list[int]], list[dict[str, Any]]]:
     return hard, soft
 
 
+def _span_ask(items: Sequence[Item], level: str, *, api: Api, temperature: float,
+              max_tokens: int) -> tuple[list[list[dict[str, str]]], dict[str, Any]]:
+    """(the chats, `ask_json`'s arguments) of the span question for `items` at `level`: the one
+    recipe `ask_spans` sends and `span_request` shows."""
+    if level == "binary":
+        raise ValueError("level 'binary' asks no spans (use build_requests)")
+    _check_hallucination_items(items)
+    messages = [spans.span_messages(it.question, it.fields["answer"], level) for it in items]
+    return messages, {"schema": spans.reply_schema(level), "max_tokens": max_tokens, "temperature": temperature,
+                      "name": "spans", "normalize": spans.normalize_reply, "api": api,
+                      "request_schema": spans.reply_schema(level, request=True)}
+
+
 def span_request(item: Item, level: str = "soft_spans", *, api: Api = "chat", temperature: float = 0.0,
                  max_tokens: int = SPAN_MAX_TOKENS) -> GenerationRequest:
     """The request asking for the hallucinated phrases of the item's answer at `level` (zero-shot;
-    evekit/prompts/hallucination_spans.txt), with the reply's JSON schema as `ask_json` sends it
-    first (json_schema). For completions the chat is joined into one prompt, as `ask_json` does."""
-    if level == "binary":
-        raise ValueError("level 'binary' asks no spans (use build_requests)")
-    messages = spans.span_messages(item.question, item.fields["answer"], level)
-    if api == "chat":
-        return GenerationRequest(messages=tuple(messages), temperature=temperature, max_tokens=max_tokens,
-                                 response_format=response_format("json_schema",
-                                                                 spans.reply_schema(level, request=True), "spans"))
-    return GenerationRequest(prompt="\n\n".join(m["content"] for m in messages) + "\n",
-                             temperature=temperature, max_tokens=max_tokens)
+    evekit/prompts/hallucination_spans.txt), as `ask_spans` sends it first (`structured.first_requests`:
+    json_schema on chat; for completions the chat joined into one prompt)."""
+    messages, args = _span_ask([item], level, api=api, temperature=temperature, max_tokens=max_tokens)
+    return first_requests(messages, **args)[0]
 
 
 def ask_spans(client: Any, items: Sequence[Item], level: str, *, api: Api = "chat", temperature: float = 0.0,
@@ -1120,12 +1126,8 @@ def ask_spans(client: Any, items: Sequence[Item], level: str, *, api: Api = "cha
     result (`error`)."""
     if level == "binary":
         raise ValueError("level 'binary' asks no spans")
-    _check_hallucination_items(items)
-    messages = [spans.span_messages(it.question, it.fields["answer"], level) for it in items]
-    answers = ask_json(client, messages, spans.reply_schema(level), max_tokens=max_tokens, temperature=temperature,
-                       name="spans", normalize=spans.normalize_reply, api=api, desc=desc or f"spans ({level})",
-                       request_schema=spans.reply_schema(level, request=True))
-    return as_results(answers)
+    messages, args = _span_ask(items, level, api=api, temperature=temperature, max_tokens=max_tokens)
+    return as_results(ask_json(client, messages, **args, desc=desc or f"spans ({level})"))
 
 
 def _span_row(item: Item, res: GenerationResult, level: str) -> dict[str, Any]:

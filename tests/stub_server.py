@@ -33,7 +33,8 @@ Usage from Python::
     with StubServer(latency=0.01, fault_rate=0.2) as stub:
         stub.base_url   # "http://127.0.0.1:PORT/v1"
         stub.stats()    # {"requests": {prompt: n}, "answered": {prompt: n}, "faults": {...},
-                        #  "rejected": {"401": n, "404": n}, "total": every completion POST,
+                        #  "rejected": {"401": n, "404": n}, "by_model": {model: n},
+                        #  "total": every completion POST,
                         #  "peak_in_flight": most completion requests handled at one time}
         stub.reset()
 
@@ -107,6 +108,10 @@ class StubConfig:
     # With `verdicts`: the judges' reasoning (and pairwise rationale), when set (the injection tests
     # put markup in it).
     reasoning: str | None = None
+    # Answer a request whose `response_format` carries a schema that is no judge's (no "verdict" or
+    # "winner" key: the span question, a task's JSON answers) with the smallest object that meets it
+    # (`schema_instance`), so every structured reply is usable and no reminder or fallback call follows.
+    json_replies: bool = False
 
 
 def _prompt_of(body: dict[str, Any]) -> str:
@@ -138,15 +143,47 @@ def _pairwise_verdict(seed: int, model: str, prompt: str, a: int, b: int) -> str
     return json.dumps({"rationale": f"stub: strengths {a} vs {b}", "winner": winner})
 
 
+def schema_instance(schema: dict[str, Any]) -> Any:
+    """The smallest value that meets a JSON schema of the kinds evekit sends: an object with only its
+    required keys, empty arrays, the first enum value, the minimum number, the shortest string."""
+    if "const" in schema:
+        return schema["const"]
+    if schema.get("enum"):
+        return schema["enum"][0]
+    kind = schema.get("type")
+    kind = kind[0] if isinstance(kind, list) else kind
+    if kind == "object" or "properties" in schema:
+        props = schema.get("properties", {})
+        return {k: schema_instance(props.get(k, {})) for k in schema.get("required", [])}
+    if kind == "array":
+        return [schema_instance(schema.get("items", {})) for _ in range(int(schema.get("minItems", 0)))]
+    if kind == "string":
+        return "x" * int(schema.get("minLength", 0))
+    if kind in ("integer", "number"):
+        return schema.get("minimum", 0)
+    if kind == "boolean":
+        return False
+    return None
+
+
+def _format_schema(body: dict[str, Any]) -> dict[str, Any] | None:
+    """The schema of a request's `response_format` (json_schema or json_object with a schema), if any."""
+    fmt = body.get("response_format") or {}
+    return (fmt.get("json_schema") or {}).get("schema") if fmt.get("type") == "json_schema" else fmt.get("schema")
+
+
 def answer_body(body: dict[str, Any], chat: bool, verdicts: bool = False, seed: int = 0,
-                judge_reasoning: str | None = None) -> dict[str, Any]:
+                judge_reasoning: str | None = None, json_replies: bool = False) -> dict[str, Any]:
     """The stub's successful answer to a request body (the server's, and the tests' batch executor's)."""
     prompt = _prompt_of(body)
     marks = set(_MARKER.findall(prompt))
     answer = f"echo: {prompt}"
     reasoning = None
     strengths = _STRENGTH.findall(prompt)
-    if len(strengths) >= 2:  # a pairwise judge's prompt with answers A and B
+    schema = _format_schema(body) if json_replies else None
+    if schema is not None and not {"verdict", "winner"} & set(schema.get("properties", {})):
+        answer = json.dumps(schema_instance(schema))
+    elif len(strengths) >= 2:  # a pairwise judge's prompt with answers A and B
         answer = _pairwise_verdict(seed, str(body.get("model")), prompt, int(strengths[0]), int(strengths[1]))
     elif verdicts and body.get("response_format") and "<answer_a>" in prompt:  # a pairwise judge
         winner = ("A", "B", "tie")[hashlib.sha256(prompt.encode()).digest()[0] % 3]
@@ -191,6 +228,7 @@ def build_app(cfg: StubConfig):  # -> aiohttp.web.Application
     answered: Counter[str] = Counter()
     faults: Counter[str] = Counter()
     rejected: Counter[str] = Counter()  # 401/404 answers, before a prompt is counted
+    by_model: Counter[str] = Counter()  # completion requests per `model` of the body (after 401/404)
     # Completion requests being handled right now, and the most at any one time (the peak is
     # how a test proves that a shared per-endpoint limit held).
     load = {"in_flight": 0, "peak": 0}
@@ -221,6 +259,7 @@ def build_app(cfg: StubConfig):  # -> aiohttp.web.Application
         prompt = _prompt_of(body)
         attempt = requests[prompt]
         requests[prompt] += 1
+        by_model[str(model)] += 1
         arrivals.append(time.monotonic())
         marks = set(_MARKER.findall(prompt))
 
@@ -245,7 +284,7 @@ def build_app(cfg: StubConfig):  # -> aiohttp.web.Application
         if "invalid_json" in marks or ("invalid_json_once" in marks and attempt == 0):
             return web.Response(text="<html>502 Bad Gateway</html>", content_type="application/json")
 
-        return web.json_response(answer_body(body, chat, cfg.verdicts, cfg.seed, cfg.reasoning))
+        return web.json_response(answer_body(body, chat, cfg.verdicts, cfg.seed, cfg.reasoning, cfg.json_replies))
 
     async def models(request: web.Request) -> web.Response:
         return web.json_response({"object": "list", "data": [
@@ -253,12 +292,12 @@ def build_app(cfg: StubConfig):  # -> aiohttp.web.Application
 
     async def stats(request: web.Request) -> web.Response:
         return web.json_response({"requests": requests, "answered": answered, "faults": faults,
-                                  "rejected": rejected,
+                                  "rejected": rejected, "by_model": by_model,
                                   "total": sum(requests.values()) + sum(rejected.values()),
                                   "peak_in_flight": load["peak"], "arrivals": arrivals})
 
     async def reset(request: web.Request) -> web.Response:
-        for counter in (requests, answered, faults, rejected):
+        for counter in (requests, answered, faults, rejected, by_model):
             counter.clear()
         arrivals.clear()
         load["peak"] = load["in_flight"]

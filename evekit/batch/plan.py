@@ -3,13 +3,16 @@ network call.
 
 How it knows the calls exactly: each task run (an EVE task notebook or `custom_task`) is built
 from its parameter file as the notebook builds it (the notebook's defaults, then the file:
-`TaskRun.from_notebook`), its rows loaded and its requests built (`TaskRun.load`), and then its
-story is played (`generate`, then `judge`) with a client that sends nothing (`PlanningClient`): it
+`TaskRun.from_notebook`), its rows loaded and its requests built (`TaskRun.load`), and then its own
+steps are played (`generate`, then `judge`) with a client that sends nothing (`PlanningClient`): it
 answers what the run's cache holds, and records every other request with its exact body
-(`client.request_body`) and cache key (`cache.cache_key`). An unanswered call comes back to the run
-as a failed item, so the judges see only the answers that exist: a judged task takes two rounds
-(answers, then the judge calls on them), and the plan counts judge calls on answers not there yet
-as an upper bound (one per answer and judge; answers that will not parse go to no judge).
+(`client.request_body`) and cache key (`cache.cache_key`). `generate` sends the run's
+`TaskRun.model_calls()` (answers, span question, log-probabilities, choices-only baseline; repeats
+and option orders as entries), the one list of a run's model calls, so the plan cannot miss a step
+the run has. An unanswered call comes back to the run as a failed item, so the judges see only the
+answers that exist: a judged task takes two rounds (answers, then the judge calls on them), and the
+plan counts judge calls on answers not there yet as an upper bound (one per answer of the judged
+step and judge; answers that will not parse go to no judge, equal answers to one call).
 
 Judge calls go through `structured.ask_json`'s fallback chain; an unanswered call does not move
 the chain on, so the plan holds the chain's first format (json_schema) only. A server that refuses
@@ -53,7 +56,7 @@ from evekit.paths import REPO_ROOT, display_path, output_path, resolve_path
 from evekit.report import shown
 from evekit.demo import is_demo_model
 from evekit.server import default_model_path
-from evekit.types import JUDGE_MAX_TOKENS, GenerationRequest, GenerationResult, Usage
+from evekit.types import GenerationRequest, GenerationResult, Usage
 
 __all__ = ["PlannedCall", "RunPlan", "PlanningClient", "plan_files", "plan_table", "endpoint_table",
            "load_prices", "PENDING_ERROR", "DEFAULT_PRICES"]
@@ -299,9 +302,9 @@ def _has_local_rows(values: dict[str, Any]) -> bool:
 
 
 def _play(run: Any, plan: RunPlan, caches: dict[Path, ResponseCache]) -> None:
-    """The run's steps with planning clients; fills `plan.calls` and the judges' upper bound."""
-    from evekit import tasks
-
+    """The run's own steps (`load`, `generate`, `judge`) with planning clients: `generate` sends the
+    run's `model_calls()`, so the plan holds exactly the calls the run would send. Fills `plan.calls`
+    and the judges' upper bound."""
     c = run.config
     clients: list[PlanningClient] = []
 
@@ -316,26 +319,15 @@ def _play(run: Any, plan: RunPlan, caches: dict[Path, ResponseCache]) -> None:
     with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the run's own notes ("every call failed") do not apply here
         run.load()
-        # TaskRun.generate's steps, without the embedding model for the cosine metric (scores do not
-        # change which calls are made; only whether an answer parses does).
-        client = run._client(c.model_name, c.base_url, c.api_key_env, c.model_name)
-        if run.scoring == "logprobs":  # the log-probability requests are the run's only answers
-            run.results = client.generate(run.logprob_requests)
-        else:
-            run.results = client.generate(run.requests)
-            if run.logprob_requests:  # scoring "both": the same prompts again, for the first token
-                client.generate(run.logprob_requests)
-        if run.choices_only_requests:  # the choices-only baseline's calls
-            client.generate(run.choices_only_requests)
-        if run.level == "all":  # hallucination detection's span call beside the binary one
-            client.generate(run.span_requests)
-        run.samples = tasks.score_samples(run.binary_task, run.items, run.results, embeddings=False)
+        # Scores do not change which calls are made (only whether an answer parses does): no embedding
+        # model for the cosine metric.
+        run.generate(embeddings=False)
         if run.task.judge_kind is not None and c.judge_specs():
             run.judge()
-    for client in clients:
-        plan.calls += client.calls
-    if run.task.judge_kind is not None:
-        _judge_bound(run, plan)
+        for client in clients:
+            plan.calls += client.calls
+        if run.task.judge_kind is not None:
+            _judge_bound(run, plan)
 
 
 def _labels_needed(run: Any) -> str | None:
@@ -361,30 +353,27 @@ def _labels_needed(run: Any) -> str | None:
 
 
 def _judge_bound(run: Any, plan: RunPlan) -> None:
-    """Judge calls on answers still to come: one per such item and judge (an upper bound: an
-    answer that does not parse goes to no judge). Prompt tokens: the judge prompt with an empty
-    answer plus the answer's `max_tokens`."""
+    """Judge calls on answers still to come: one per such answer of the run's judged step and judge
+    (an upper bound: an answer that does not parse goes to no judge, and equal answers to one call).
+    Prompt tokens: each judge's first request (`JudgePanel.first_requests`) with an empty answer,
+    plus the answer's `max_tokens`."""
     from evekit import judges as judging
     from evekit import tasks
-    from evekit.structured import response_format
 
-    # Answers not there yet: never sent, or failed in a batch (exported again); both replay as failed.
-    waiting = [it for it, r in zip(run.items, run.results) if r.failed and r.cached]
-    specs = run.config.judge_specs()
-    if not waiting or not specs:
+    step = next((s for s in run.model_calls() if s.judged), None)
+    if step is None:
         return
-    kind = judging.get_kind(run.task.judge_kind)
-    for spec in specs:
-        reply_tokens = spec.max_tokens or JUDGE_MAX_TOKENS
-        tokens = 0
-        for i, item in enumerate(waiting):
-            case = judging.JudgeCase(**tasks.judge_case_fields(run.task, item, ""))
-            request = GenerationRequest(messages=tuple(kind.render(case, i)), max_tokens=reply_tokens,
-                                        response_format=response_format(
-                                            "json_schema", kind.request_schema(spec.reasoning_max_chars),
-                                            kind.schema_name))
-            tokens += estimate_prompt_tokens(spec.model, request)[0] + run.max_tokens
-        plan.bound[f"judge {spec.name}"] = (len(waiting), tokens, reply_tokens, _endpoint(spec.base_url), spec.model)
+    # Answers not there yet: never sent, or failed in a batch (exported again); both replay as failed.
+    waiting = [it for it, r in zip(step.items, run.step_results[step.name]) if r.failed and r.cached]
+    if not waiting:
+        return
+    panel = run._panel(progress=False)
+    cases = [judging.JudgeCase(**tasks.judge_case_fields(run.task, item, "")) for item in waiting]
+    for spec in panel.specs:
+        requests = panel.first_requests(spec, cases)
+        tokens = sum(estimate_prompt_tokens(spec.model, r)[0] + run.max_tokens for r in requests)
+        plan.bound[f"judge {spec.name}"] = (len(requests), tokens, requests[0].max_tokens, _endpoint(spec.base_url),
+                                            spec.model)
 
 
 # -- prices and tables -------------------------------------------------------------------------

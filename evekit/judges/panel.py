@@ -23,8 +23,8 @@ from evekit.endpoints import endpoint_key
 from evekit.errors import EndpointError, ParameterError
 from evekit.judges.kinds import JudgeKind, KindName, get_kind
 from evekit.judges.voting import add_vote_columns
-from evekit.structured import JsonAnswer, ask_json
-from evekit.types import JUDGE_MAX_TOKENS, JudgeSpec, Usage
+from evekit.structured import JsonAnswer, ask_json, first_requests
+from evekit.types import JUDGE_MAX_TOKENS, GenerationRequest, JudgeSpec, Usage
 
 __all__ = ["JudgePanel", "validate_judges", "judge_columns", "flag_columns"]
 
@@ -158,16 +158,28 @@ class JudgePanel:
         structured-output chain while this judge's method is unknown). Raises EndpointError."""
         k = self.kind
         quoted = [k.shown(m) for m in messages]
-        answers = ask_json(self.clients[spec.name], messages, k.schema, max_tokens=spec.max_tokens or self.max_tokens,
-                           temperature=self.temperature if spec.temperature is None else spec.temperature,
-                           name=k.schema_name, text_parser=k.text_parser, normalize=k.normalize,
-                           reminder=k.reminder, api=spec.api, desc=f"{k.desc} {spec.name}", max_probe=max_probe,
-                           extract=k.extract, screen=k.screen,
-                           request_schema=k.request_schema(spec.reasoning_max_chars), quoted=quoted)
+        answers = ask_json(self.clients[spec.name], messages, **self._ask_args(spec), max_probe=max_probe,
+                           quoted=quoted)
         if k.flag is None:
             return answers
         return [a._replace(flag=k.flag(a.parsed, a.raw or "", q)) if a.parsed else a
                 for a, q in zip(answers, quoted)]
+
+    def _ask_args(self, spec: JudgeSpec) -> dict[str, Any]:
+        """`ask_json`'s arguments for one judge: the kind's schema and parsers, the judge's reply settings."""
+        k = self.kind
+        return {"schema": k.schema, "max_tokens": spec.max_tokens or self.max_tokens,
+                "temperature": self.temperature if spec.temperature is None else spec.temperature,
+                "name": k.schema_name, "text_parser": k.text_parser, "normalize": k.normalize,
+                "reminder": k.reminder, "api": spec.api, "desc": f"{k.desc} {spec.name}",
+                "extract": k.extract, "screen": k.screen,
+                "request_schema": k.request_schema(spec.reasoning_max_chars)}
+
+    def first_requests(self, spec: JudgeSpec, cases: Sequence[Any]) -> list[GenerationRequest]:
+        """The calls judge `spec` sends first on `cases` (as `judge` renders them): one per case in
+        the chain's first format (`structured.first_requests`); a refused format or an unusable reply
+        adds calls that only the replies tell."""
+        return first_requests([self.kind.render(c, i) for i, c in enumerate(cases)], **self._ask_args(spec))
 
     @staticmethod
     def unusable(spec: JudgeSpec, error: EndpointError, n: int) -> list[JsonAnswer]:

@@ -32,10 +32,12 @@ from evekit.errors import EndpointError, ParameterError
 from evekit.paths import display_path, resolve_path
 from evekit.report import MISSING, FullText, shown
 from evekit.runs.base import NotebookRun
+from evekit.runs.task.calls import ANSWERS, CHOICES_ONLY, LOGPROBS, SPANS, CallStep, plain
 from evekit.runs.task.files import write_run
 from evekit.runs.task.kind import KIND
 from evekit.runs.task.params import TaskParams
 from evekit.runs.task.results import build_results
+from evekit.structured import as_results, ask_json, first_requests
 from evekit.types import Usage
 
 # How an answer the model gave in an unusable form is judged: not sent to the judges, FAIL by rule.
@@ -96,6 +98,7 @@ class TaskRun(NotebookRun):
         self.items: list[Any] = []
         self.requests: list[Any] = []
         self.results: list[Any] = []  # GenerationResult per item, aligned with items and requests
+        self.step_results: dict[str, list[Any]] = {}  # per step of model_calls(): its results, in order
         # With repeats or permutations `items` holds one entry per answer asked for (an item once per
         # repeat or option order, `fields["repeat"]` / `["permutation"]`); `base_items` each item once.
         self.base_items: list[Any] = []
@@ -316,49 +319,86 @@ class TaskRun(NotebookRun):
                 concurrency: int | None = None) -> Any:
         return self.client(model, base_url, api_key_env, name, concurrency)
 
-    def generate(self) -> pd.DataFrame:
-        """Every model call; on a judged task the judges start on each answer as soon as it is in
-        (pipelined: `evekit.judges.JudgeStream`), and this returns when both are done. `judge()`
-        then only puts the verdicts in the table."""
+    def model_calls(self) -> list[CallStep]:
+        """Every model call this run makes, as the steps `generate` sends, in its order (after
+        `load`): the answers the task is scored on (the span question at the span-only levels, the
+        log-probability requests when they are the only scoring, a JSON reply for a task with a
+        `json_schema` on chat), then the span question beside the binary answer (level `all`), the
+        log-probability requests beside the text (scoring `both`) and the choices-only baseline.
+        Repeats and option orders are entries of `items` / `requests` (`load`). The one list
+        `generate` sends and `evekit plan` counts; judge calls come after, one per answer of the
+        `judged` step that parses, per judge."""
+        c = self.config
+        items = tuple(self.items)
+        steps: list[CallStep] = []
+        if self.level in ("hard_spans", "soft_spans"):  # the span call is the only call
+            steps.append(self._span_step())
+        elif self.scoring == "logprobs":  # the log-probability requests are the run's only answers
+            steps.append(CallStep(LOGPROBS, tuple(self.logprob_requests), items,
+                                  lambda client, desc, _=None: self._logprobs(client, desc)))
+        elif self._json_schema is not None:  # one JSON object per item through the structured chain
+            messages, args = self._json_ask()
+            steps.append(CallStep(ANSWERS, tuple(first_requests(messages, **args)), items,
+                                  lambda client, desc, _=None: self._json_answers(client, desc), structured=True))
+        else:
+            judged = self.task.judge_kind is not None and bool(c.judge_specs())
+            steps.append(CallStep(ANSWERS, tuple(self.requests), items, plain(self.requests), judged=judged))
+        if self.level == "all":  # the binary answer, then the spans of the same item
+            steps.append(self._span_step())
+        if self.scoring == "both":  # the same prompts again, for the first token's log-probabilities
+            steps.append(CallStep(LOGPROBS, tuple(self.logprob_requests), items,
+                                  lambda client, desc, _=None: self._logprobs(client, desc), label=" (logprobs)"))
+        if self.choices_only_requests:  # the baseline's calls: the same options, no question
+            steps.append(CallStep(CHOICES_ONLY, tuple(self.choices_only_requests), tuple(self.choices_only_items),
+                                  plain(self.choices_only_requests), label=" (choices only)"))
+        return steps
+
+    def _span_step(self) -> CallStep:
+        c = self.config
+
+        def send(client: Any, desc: str, _: Any = None) -> list[Any]:
+            return tasks.ask_spans(client, self.items, self.level, api=c.api, temperature=c.temperature, desc=desc)
+
+        return CallStep(SPANS, tuple(self.span_requests), tuple(self.items), send, structured=True, label=" (spans)")
+
+    def generate(self, *, embeddings: bool | None = None) -> pd.DataFrame:
+        """Every model call (`model_calls`, step by step); on a judged task the judges start on each
+        answer as soon as it is in (pipelined: `evekit.judges.JudgeStream`), and this returns when
+        both are done. `judge()` then only puts the verdicts in the table. `embeddings`: compute the
+        cosine metric of open tasks (None: when the extra is installed; `evekit plan` turns it off)."""
         c = self.config
         client = self._client(c.model_name, c.base_url, c.api_key_env, c.model_name)
         desc = f"{c.task} · {c.model_name}"
-        stream = None
-        if self.level in ("hard_spans", "soft_spans"):  # the span call is the only call
-            self.span_results = tasks.ask_spans(client, self.items, self.level, api=c.api, temperature=c.temperature,
-                                                desc=f"{desc} (spans)")
-            results = self.span_results
-        elif self.scoring == "logprobs":
-            results = self._logprobs(client, desc)
-        elif getattr(self.task, "json_schema", None) is not None and c.api == "chat":
-            results = self._json_answers(client, desc)
-        else:
-            stream = self._judge_stream(client)
-            if stream is None:
-                results = client.generate(self.requests, desc=desc)
-            else:
-                try:
-                    results = client.generate(self.requests, desc=desc,
-                                              on_result=lambda i, res: stream.submit(i, self._judge_case(i, res)))
-                finally:
-                    stream.close()
-        self.results = list(results)
+        steps = self.model_calls()
+        stream = self._judge_stream(client) if any(s.judged for s in steps) else None
+        got: dict[str, list[Any]] = {}
+        try:
+            for step in steps:
+                streamed = step.judged and stream is not None
+                on_result = (lambda i, res: stream.submit(i, self._judge_case(i, res))) if streamed else None
+                got[step.name] = list(step.send(client, desc + step.label, on_result))
+                if streamed:
+                    stream.close()  # every answer is in: the judges finish while the other steps run
+        finally:
+            if stream is not None:
+                stream.close()
+        self.step_results = got
+        results = self.results = got[steps[0].name]
+        if SPANS in got:
+            self.span_results = got[SPANS]
         if self.level == "binary":
-            self.samples = tasks.score_samples(self.task, self.items, results)  # while the judges finish
-        elif self.level == "all":  # the binary answer, then the spans of the same item
-            self.span_results = tasks.ask_spans(client, self.items, self.level, api=c.api,
-                                                temperature=c.temperature, desc=f"{desc} (spans)")
-            binary = tasks.score_samples(self.binary_task, self.items, results)
+            # (while the judges finish)
+            self.samples = tasks.score_samples(self.task, self.items, results, embeddings=embeddings)
+        elif self.level == "all":
+            binary = tasks.score_samples(self.binary_task, self.items, results, embeddings=embeddings)
             self.samples = tasks.add_span_columns(binary, self.items, self.span_results, self.level)
         else:
             self.samples = tasks.add_span_columns(None, self.items, self.span_results, self.level)
         if self.scoring != "text":
-            lp = self.results if self.scoring == "logprobs" else self._logprobs(client, f"{desc} (logprobs)")
-            self.samples = tasks.add_logprob_scores(self.task, self.items, lp, self.samples,
+            self.samples = tasks.add_logprob_scores(self.task, self.items, got[LOGPROBS], self.samples,
                                                     replace_text=self.scoring == "logprobs")
-        if self.choices_only_requests:  # the baseline's calls: the same options, no question
-            answers = client.generate(self.choices_only_requests, desc=f"{desc} (choices only)")
-            self.choices_only_samples = tasks.score_samples(self.task, self.choices_only_items, answers)
+        if CHOICES_ONLY in got:
+            self.choices_only_samples = tasks.score_samples(self.task, self.choices_only_items, got[CHOICES_ONLY])
         self.usage = client.usage
         if stream is not None:
             self._streamed = stream.wait()
@@ -383,23 +423,28 @@ class TaskRun(NotebookRun):
         self.logprob_results = list(results)
         return self.logprob_results
 
+    @property
+    def _json_schema(self) -> Any:
+        """The JSON schema a reply must meet when the answers are asked as JSON (chat only), else None."""
+        schema = getattr(self.task, "json_schema", None)
+        return schema if schema is not None and self.config.api == "chat" else None
+
+    def _json_ask(self) -> tuple[list[Any], dict[str, Any]]:
+        """(the chats, `ask_json`'s arguments) of the JSON answers: the one recipe sent and planned.
+        A repeat's own seed goes with its calls (else every repeat would be one call); the run's seed
+        is not sent, as before repeats existed, so a run's cached JSON answers stay its own."""
+        c = self.config
+        seeds = [q.seed if q.seed != c.seed else None for q in self.requests]
+        return ([r.messages for r in self.requests],
+                {"schema": dict(self.task.json_schema), "max_tokens": self.max_tokens,
+                 "temperature": c.temperature, "name": "entities",
+                 **({"seeds": seeds} if any(s is not None for s in seeds) else {})})
+
     def _json_answers(self, client: Any, desc: str) -> list[Any]:
         """Token classification: one JSON object per item through the structured-output chain
         (json_schema -> json_object -> text, as the judges ask), as generation results."""
-        from evekit.structured import ask_json
-        from evekit.types import GenerationResult
-
-        answers = ask_json(client, [r.messages for r in self.requests], dict(self.task.json_schema),
-                           max_tokens=self.max_tokens, temperature=self.config.temperature, name="entities",
-                           desc=desc)
-        out = []
-        for a in answers:
-            if a.parsed is None and a.raw is None:  # no reply came back: the infrastructure's failure
-                out.append(GenerationResult(text=None, error=a.error))
-            else:
-                text = json.dumps(a.parsed, ensure_ascii=False) if a.parsed is not None else a.raw
-                out.append(GenerationResult(text=text, raw=a.raw))
-        return out
+        messages, args = self._json_ask()
+        return as_results(ask_json(client, messages, **args, desc=desc))
 
     @property
     def all_failed(self) -> bool:
