@@ -1,17 +1,23 @@
 """Loading EVE datasets (hub id or local file) into validated `Item`s.
 
-Every source goes through `datasets.load_dataset`, so a local JSONL/Parquet/CSV file in a
-task's schema takes the same code path as the Hugging Face dataset it mirrors. Rows are
-checked before anything is evaluated: a row that cannot be used raises `DataError` naming the
-file, the row (0-based) and the column, and a file is never half-loaded.
+A hub id goes through `datasets.load_dataset`. A local JSONL/Parquet/CSV file gives exactly the
+rows `datasets.load_dataset(<format>, data_files=...)` gives, read the way datasets' own builders
+read it (pyarrow's JSON reader, pandas' CSV reader, pyarrow's Parquet reader) without importing
+`datasets` (0.7 s per notebook); a file datasets treats specially, or cannot read, goes through
+datasets itself, errors included (`_read_local`). Rows are checked before anything is evaluated:
+a row that cannot be used raises `DataError` naming the file, the row (0-based) and the column,
+and a file is never half-loaded.
 """
 from __future__ import annotations
 
 import ast
+import codecs
 import contextlib
+import io
 import json
 import math
 import os
+import re
 import socket
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -278,55 +284,215 @@ def load_rows(dataset: str | os.PathLike[str], split: str = "train",
               cache_dir: str | os.PathLike[str] | None = None, *, offline: bool = False,
               config: str | None = None, local_example: str | None = None,
               ) -> tuple[list[dict[str, Any]], list[str], str]:
-    """Read a hub dataset or local file with `datasets`: (rows, column names, source label).
+    """Read a hub dataset or local file: (rows, column names, source label), the rows `datasets` gives.
 
     `cache_dir` is passed to `datasets.load_dataset` (default: its usual cache). `offline=True`
     never touches the network (not even the reachability check): hub ids come from the local
     datasets cache only. `config` is the hub dataset's configuration (subset) name.
     `local_example`: a local file in the same schema, suggested when the hub cannot be reached.
     """
+    local = resolve_local(dataset)
+    if local is None:
+        return _load_hub(str(dataset), split, cache_dir, offline=offline, config=config,
+                         local_example=local_example)
+    fmt = LOCAL_FORMATS.get(local.suffix.lower())
+    if fmt is None:
+        raise DataError(f"{local}: unsupported file type {local.suffix!r}; use one of "
+                        f"{', '.join(sorted(LOCAL_FORMATS))}")
+    if fmt in ("json", "csv"):
+        _check_text_file(local)
+    direct = _read_local(local, fmt) if _PLAIN_SPLIT.fullmatch(split) else None
+    if direct is not None:
+        return direct[0], direct[1], str(local)
+    return _load_local_with_datasets(local, fmt, split, cache_dir, offline=offline)
+
+
+def _load_local_with_datasets(local: Path, fmt: str, split: str, cache_dir: str | os.PathLike[str] | None,
+                              *, offline: bool = False) -> tuple[list[dict[str, Any]], list[str], str]:
+    """A local file read by `datasets.load_dataset` (what `_read_local` defers to), its errors as
+    `DataError`s naming the file (and, for JSON, the line)."""
     import datasets
 
     kwargs = {} if cache_dir is None else {"cache_dir": str(cache_dir)}
-    local = resolve_local(dataset)
+    source = str(local)
     with _quiet_datasets(), _offline_mode() if offline else contextlib.nullcontext():
-        if local is not None:
-            fmt = LOCAL_FORMATS.get(local.suffix.lower())
-            if fmt is None:
-                raise DataError(f"{local}: unsupported file type {local.suffix!r}; use one of "
-                                f"{', '.join(sorted(LOCAL_FORMATS))}")
-            source = str(local)
-            if fmt in ("json", "csv"):
-                _check_text_file(local)
-            try:
-                ds = datasets.load_dataset(fmt, data_files={split: str(local)}, split=split, **kwargs)
-            except Exception as exc:  # datasets wraps parser errors in several types
-                if fmt == "json":
-                    _check_json_lines(local, exc)
-                cause = exc.__cause__ or exc.__context__ or exc
-                raise DataError(f"{source}: cannot be read as {fmt}: {type(exc).__name__}: {exc}"
-                                + (f" (cause: {type(cause).__name__}: {cause})" if cause is not exc else "")) from exc
-        else:
-            source = str(dataset)
-            offline = offline or not _hub_reachable()
-            if config:
-                kwargs["name"] = config
-            try:
-                with _offline_mode() if offline else contextlib.nullcontext():
-                    ds = datasets.load_dataset(source, split=split, **kwargs)
-            except Exception as exc:
-                if offline:
-                    raise DataError(
-                        f"cannot load {source!r}: the Hugging Face Hub cannot be reached (no network, "
-                        f"or HF_HUB_OFFLINE is set) and split {split!r} is not in the local datasets cache "
-                        f"({type(exc).__name__}); {_hub_hint(local_example, source)}"
-                    ) from exc
-                raise DataError(f"cannot load {source!r} (split {split!r}) from the Hugging Face Hub: "
-                                f"{type(exc).__name__}: {exc}. If the Hub is unreachable, "
-                                f"{_hub_hint(local_example, source)}") from exc
+        try:
+            ds = datasets.load_dataset(fmt, data_files={split: str(local)}, split=split, **kwargs)
+        except Exception as exc:  # datasets wraps parser errors in several types
+            if fmt == "json":
+                _check_json_lines(local, exc)
+            cause = exc.__cause__ or exc.__context__ or exc
+            raise DataError(f"{source}: cannot be read as {fmt}: {type(exc).__name__}: {exc}"
+                            + (f" (cause: {type(cause).__name__}: {cause})" if cause is not exc else "")) from exc
+    return _rows_of(ds, split, source)
+
+
+def _load_hub(source: str, split: str, cache_dir: str | os.PathLike[str] | None, *, offline: bool,
+              config: str | None, local_example: str | None) -> tuple[list[dict[str, Any]], list[str], str]:
+    import datasets
+
+    kwargs: dict[str, Any] = {} if cache_dir is None else {"cache_dir": str(cache_dir)}
+    offline = offline or not _hub_reachable()
+    if config:
+        kwargs["name"] = config
+    with _quiet_datasets():
+        try:
+            with _offline_mode() if offline else contextlib.nullcontext():
+                ds = datasets.load_dataset(source, split=split, **kwargs)
+        except Exception as exc:
+            if offline:
+                raise DataError(
+                    f"cannot load {source!r}: the Hugging Face Hub cannot be reached (no network, "
+                    f"or HF_HUB_OFFLINE is set) and split {split!r} is not in the local datasets cache "
+                    f"({type(exc).__name__}); {_hub_hint(local_example, source)}"
+                ) from exc
+            raise DataError(f"cannot load {source!r} (split {split!r}) from the Hugging Face Hub: "
+                            f"{type(exc).__name__}: {exc}. If the Hub is unreachable, "
+                            f"{_hub_hint(local_example, source)}") from exc
+    return _rows_of(ds, split, source)
+
+
+def _rows_of(ds: Any, split: str, source: str) -> tuple[list[dict[str, Any]], list[str], str]:
+    """(rows, columns, source) of what `datasets.load_dataset` returned."""
+    import datasets
+
     if isinstance(ds, datasets.DatasetDict):  # pragma: no cover - split is always given
         ds = ds[split]
     return ds.to_list(), list(ds.column_names), source
+
+
+# -- local files without `datasets` ------------------------------------------------------------
+# Each reader below repeats, for the common case, what the builder of datasets 5.2
+# (datasets/packaged_modules/{json,csv,parquet}) does to a single local file, and returns None for
+# anything that builder treats specially; `tests/test_local_reader.py` compares the rows for every
+# bundled file and for the edge cases. What datasets adds after its builder (its features inferred
+# from the Arrow schema, the cast to them, the Arrow cache, `to_list`) gives Arrow's own
+# `to_pylist` for these types.
+
+_PLAIN_SPLIT = re.compile(r"\w+(\.\w+)*")  # a split name; "train[:10]" and the like go to datasets
+_JSON_CHUNK = 10 << 20  # JsonConfig.chunksize: a larger file is read in several batches
+_JSON_MIN_BLOCK = 16 << 10
+# Column sets datasets reads as agent traces (AGENT_TRACES_FEATURES_MARKERS): left to datasets.
+_AGENT_TRACE_COLUMNS = ({"type", "message"}, {"type", "payload"},
+                        {"id", "source", "model", "system_prompt", "messages"}, {"type", "id", "version", "cwd"})
+_CSV_CHUNK = 10_000  # CsvConfig.chunksize: a longer file is several tables, cast to the first's types
+# CsvConfig's pandas.read_csv arguments, as datasets passes them with pandas >= 2.2 (its defaults).
+_CSV_KWARGS: dict[str, Any] = dict(
+    sep=",", header="infer", index_col=None, usecols=None, engine=None, converters=None,
+    true_values=None, false_values=None, skipinitialspace=False, skiprows=None, nrows=None,
+    na_values=None, keep_default_na=True, na_filter=True, skip_blank_lines=True, thousands=None,
+    decimal=".", lineterminator=None, quotechar='"', quoting=0, escapechar=None, comment=None,
+    encoding=None, dialect=None, skipfooter=0, doublequote=True, memory_map=False,
+    float_precision=None, chunksize=_CSV_CHUNK, encoding_errors="strict", on_bad_lines="error",
+    date_format=None)
+
+
+def _read_local(path: Path, fmt: str) -> tuple[list[dict[str, Any]], list[str]] | None:
+    """(rows, columns) of a local file as `datasets.load_dataset` gives them, or None to let
+    datasets read it (a file it treats specially, or one that does not parse: its error then)."""
+    try:
+        reader = {"json": _read_json_lines, "csv": _read_csv, "parquet": _read_parquet}[fmt]
+        table = reader(path)
+    except Exception:  # noqa: BLE001 - any failure is datasets' to report, in its words
+        return None
+    if table is None:
+        return None
+    return table.to_pylist(), list(table.column_names)
+
+
+def _read_json_lines(path: Path) -> Any:
+    """A JSON Lines file as datasets' Json builder reads it: pyarrow's JSON reader (its type
+    inference: a key missing from some rows is null, ints beside floats become floats, ISO dates
+    timestamps, objects structs), with datasets' block size; None when datasets would go another way."""
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.json as paj
+
+    batch = path.read_bytes()
+    if batch.startswith(codecs.BOM_UTF8):
+        batch = batch[len(codecs.BOM_UTF8):]
+    if len(batch) > _JSON_CHUNK or batch.lstrip().startswith(b"["):
+        return None  # several batches, or one JSON document (read through pandas)
+    lines = batch.splitlines()
+    if any(not line.strip() for line in lines):
+        return None  # datasets then skips its check for mixed types (the line does not parse)
+    examples = [pd.io.json.ujson_loads(line) for line in lines]  # datasets' own parser
+    if _mixed_struct_types(examples):
+        return None  # datasets stores such fields as JSON text
+    block_size = max(_JSON_CHUNK // 32, _JSON_MIN_BLOCK)
+    block_size = len(batch) if len(batch) // 8 > block_size else block_size
+    while True:
+        try:
+            table = paj.read_json(io.BytesIO(batch), read_options=paj.ReadOptions(block_size=block_size))
+            table.validate()
+            break
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+            if ("straddling" in str(exc) or "JSON conversion to" in str(exc)) and block_size < len(batch):
+                block_size *= 2  # as datasets retries
+                continue
+            return None
+    names = set(table.column_names)
+    if any(marker <= names for marker in _AGENT_TRACE_COLUMNS):
+        return None
+    return table
+
+
+def _mixed_struct_types(examples: list[Any]) -> bool:
+    """Whether datasets' `find_mixed_struct_types_field_paths` finds a field it encodes as JSON:
+    objects below the top level with different keys (or none), or objects and lists mixed with
+    other values."""
+    pending: list[tuple[bool, list[Any]]] = [(False, [x for x in examples if x is not None])]
+    while pending:
+        nested, content = pending.pop()
+        if not content:
+            continue
+        if all(isinstance(x, dict) for x in content):
+            if nested and (any(set(x) != set(content[0]) for x in content) or not content[0]):
+                return True
+            for key in {k for x in content for k in x}:
+                pending.append((True, [x[key] for x in content if x.get(key) is not None]))
+        elif all(isinstance(x, list) for x in content):
+            pending.append((True, [y for x in content for y in x if y is not None]))
+        elif any(isinstance(x, (dict, list)) for x in content):
+            return True
+    return False
+
+
+def _read_csv(path: Path) -> Any:
+    """A CSV file as datasets' Csv builder reads it: pandas' reader with datasets' arguments, then
+    `pyarrow.Table.from_pandas`; None when it would be several chunks."""
+    import pandas as pd
+    import pyarrow as pa
+
+    with pd.read_csv(path, iterator=True, dtype=None, **_CSV_KWARGS) as reader:
+        chunks = list(reader)
+    if len(chunks) != 1 or chunks[0].empty:
+        return None  # several chunks, or no rows (datasets' own error)
+    return pa.Table.from_pandas(chunks[0])
+
+
+def _read_parquet(path: Path) -> Any:
+    """A Parquet file as datasets' Parquet builder reads it; None for one with datasets' own
+    feature metadata (images, class labels ...) or a type outside plain numbers, text, lists
+    and structs."""
+    import pyarrow.parquet as pq
+
+    parquet = pq.ParquetFile(path)
+    schema = parquet.schema_arrow
+    if (schema.metadata and b"huggingface" in schema.metadata) or not all(_plain_arrow_type(f.type) for f in schema):
+        return None
+    return parquet.read()
+
+
+def _plain_arrow_type(kind: Any) -> bool:
+    import pyarrow.types as pt
+
+    if pt.is_struct(kind):
+        return all(_plain_arrow_type(kind.field(i).type) for i in range(kind.num_fields))
+    if pt.is_list(kind) or pt.is_large_list(kind):
+        return _plain_arrow_type(kind.value_type)
+    return (pt.is_null(kind) or pt.is_boolean(kind) or pt.is_integer(kind) or pt.is_float32(kind)
+            or pt.is_float64(kind) or pt.is_string(kind) or pt.is_large_string(kind))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Loading datasets through `datasets` and validating rows."""
+"""Loading datasets (local files as `datasets` reads them, hub ids through it) and validating rows."""
 from __future__ import annotations
 
 import json
@@ -51,22 +51,15 @@ def hallu_rows() -> list[dict]:
 
 
 # ---------------------------------------------------------------------------------------------
-# Loading goes through datasets, for every format
+# Loading: a local file read as datasets reads it (tests/test_local_reader.py), a hub id through datasets
 
 
-def test_local_jsonl_goes_through_datasets(tmp_path, cache, monkeypatch):
+def test_local_jsonl_is_read_without_datasets(tmp_path, cache, monkeypatch):
     calls = []
-    real = datasets.load_dataset
-
-    def spy(*args, **kwargs):
-        calls.append((args, kwargs))
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(datasets, "load_dataset", spy)
+    monkeypatch.setattr(datasets, "load_dataset", lambda *a, **k: calls.append((a, k)))
     path = write_jsonl(tmp_path / "single.jsonl", single_rows(3))
     items = load_items("mcqa_single_answer", str(path), cache_dir=cache)
-    assert calls and calls[0][0] == ("json",)
-    assert calls[0][1]["data_files"] == {"train": str(path.resolve())}
+    assert calls == []
     assert [it.doc_id for it in items] == [0, 1, 2]
     assert [it.target for it in items] == ["A", "B", "C"]
     assert items[0].fields["labels"] == ["A", "B", "C", "D"]
