@@ -85,11 +85,11 @@ def test_a_flagged_judge_score_is_marked_on_the_index_the_leaderboard_csv_and_th
     board = lb.leaderboard(entries)
     lb.save_summary(run / "summary", board, lb.paired_tests(entries), lb.usage_totals(entries), None)
     csv = pd.read_csv(run / "summary" / "leaderboard.csv", keep_default_na=False).set_index("model")
-    assert kind in csv.loc["flagged-model (demo)", "trust"].split(", ")
-    assert csv.loc["trusted-model (demo)", "trust"] == ""
+    assert kind in csv.loc["flagged-model · demo", "trust"].split(", ")
+    assert csv.loc["trusted-model · demo", "trust"] == ""
     wide = lb.leaderboard_wide(board)
-    assert "\u26a0" in wide.loc["flagged-model (demo)", "open_ended"]
-    assert "\u26a0" not in wide.loc["trusted-model (demo)", "open_ended"]
+    assert "\u26a0" in wide.loc["flagged-model · demo", "open_ended"]
+    assert "\u26a0" not in wide.loc["trusted-model · demo", "open_ended"]
     # the summary's verdict card (first on its report and in the index) counts the flagged scores
     card = KINDS["summary"].card(read_run_record(run / "summary" / "run.json"))
     assert "cannot be told apart on any of 1 task(s)" in card

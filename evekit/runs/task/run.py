@@ -29,6 +29,7 @@ import pandas as pd
 from evekit import plots, repeats, robustness, tasks
 from evekit.demo import DEMO_MODEL_NOTE, demo_judge_note, demo_judges, is_demo_model
 from evekit.errors import EndpointError, ParameterError
+from evekit.naming import configuration_name
 from evekit.paths import display_path, resolve_path
 from evekit.report import MISSING, FullText, shown
 from evekit.runs.base import NotebookRun
@@ -146,6 +147,11 @@ class TaskRun(NotebookRun):
         """Samples whose generation did not fail (infrastructure failures are excluded everywhere)."""
         assert self.samples is not None, "run generate() first"
         return self.samples[~self.samples["failed"]]
+
+    @property
+    def name(self) -> str:
+        """This configuration's display name on every page: 'model · run' (`naming.configuration_name`)."""
+        return configuration_name(self.config.model_name, self.config.run_name)
 
     @property
     def num_fewshot(self) -> int:
@@ -876,7 +882,7 @@ class TaskRun(NotebookRun):
             return None
         assert self.samples is not None, "run generate() first"
         self.group_table = tasks.metrics_by_group(self.samples, self._metrics_of)
-        title = f"{self.config.task} · {self.config.model_name}"
+        title = f"{self.config.task} · {self.name}"
         headline = self.headline
         self.figures[GROUP_PLOT] = plots.group_breakdown(
             self.group_table, headline, group_by=self.config.group_by, title=title,
@@ -968,7 +974,7 @@ class TaskRun(NotebookRun):
         metrics = self.metrics or self.compute_metrics()
         return task_explorer(self.samples, self.model_outputs(), judges=self.judge_names, headline=self.headline,
                              metrics=metrics, group_by=self.config.group_by, metric_column=tasks.metric_column,
-                             title=f"{self.config.task} \u00b7 {self.config.model_name}")
+                             title=f"{self.config.task} \u00b7 {self.name}")
 
     @property
     def headline(self) -> str:
@@ -985,7 +991,7 @@ class TaskRun(NotebookRun):
             print("Plots skipped: no answered items (every call failed), nothing to draw.")
             self.figures = figs
             return figs
-        title = f"{self.config.task} · {self.config.model_name}"
+        title = f"{self.config.task} · {self.name}"
         for spec in self.task.plots:
             if not (spec.without_judges and self.judge_names):
                 figs[spec.file] = plots.TASK_PLOTS[spec.recipe](s, self.task, spec.metric, title)

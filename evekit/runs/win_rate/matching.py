@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from evekit.errors import ParameterError
+from evekit.naming import entry_name
 from evekit.paths import resolve_path, safe_name
 from evekit.runs.params import check_files
 
@@ -58,11 +59,14 @@ class ModelSpec:
 
     @classmethod
     def from_dict(cls, d: "dict[str, Any] | ModelSpec", side: str) -> "ModelSpec":
+        """An entry {file, name}; without a name, the configuration name of the run that wrote the
+        file (`naming.entry_name`), so the pages call it what the index and summary call it."""
         if isinstance(d, ModelSpec):
             return d
-        if not isinstance(d, dict) or not d.get("name") or not d.get("file"):
-            raise ParameterError(f"{side}: each entry needs `name` and `file`, got {d!r}")
-        return cls(name=str(d["name"]), file=str(d["file"]))
+        if not isinstance(d, dict) or not d.get("file"):
+            raise ParameterError(f"{side}: each entry needs a `file` (and optionally a `name`), got {d!r}")
+        name = d.get("name") or entry_name(resolve_path(str(d["file"])))
+        return cls(name=str(name), file=str(d["file"]))
 
 
 def model_specs(values: Any, side: str) -> list[ModelSpec]:
@@ -76,7 +80,8 @@ def model_specs(values: Any, side: str) -> list[ModelSpec]:
     names = [s.name for s in specs]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
-        raise ParameterError(f"{side}: model names must be unique; repeated: {', '.join(dupes)}")
+        raise ParameterError(f"{side}: model names must be unique; repeated: {', '.join(dupes)} "
+                             "(give each entry its own `name`)")
     for s in specs:
         if check_files() and not resolve_path(s.file).is_file():
             raise ParameterError(f"{side} {s.name!r}: file not found: {s.file} "
