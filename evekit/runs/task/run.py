@@ -31,7 +31,7 @@ from evekit.demo import DEMO_MODEL_NOTE, demo_judge_note, demo_judges, is_demo_m
 from evekit.errors import EndpointError, ParameterError
 from evekit.naming import configuration_name
 from evekit.paths import display_path, resolve_path
-from evekit.report import MISSING, FullText, shown
+from evekit.report import MISSING, MISSING_REASONS, FullText, shown
 from evekit.runs.base import NotebookRun
 from evekit.runs.task.files import write_run
 from evekit.runs.task.kind import KIND
@@ -52,6 +52,16 @@ TINY_MODEL_NOTE = DEMO_MODEL_NOTE  # the one wording, in evekit.demo
 
 def _full_text(table: pd.DataFrame, caption: str | None = None) -> FullText:
     return FullText(table, caption)
+
+
+# What an empty cell of the metrics tables means (its tooltip on the page: `report.table_html`).
+METRIC_MISSING = "does not apply to this row, or undefined for these items (its method and the notes say why)"
+
+
+def _why_missing(table: pd.DataFrame, reason: str) -> pd.DataFrame:
+    """`table` with the sentence its empty cells show as their tooltip."""
+    table.attrs[MISSING_REASONS] = reason
+    return table
 
 
 def _plain(value: Any) -> Any:
@@ -168,6 +178,12 @@ class TaskRun(NotebookRun):
         return self.config.dataset or self.task.hub_id
 
     @property
+    def shown_dataset(self) -> str:
+        """The dataset as the pages show it: a file relative to the checkout or the working
+        directory (no machine's absolute path), a hub id as given."""
+        return display_path(resolve_path(self.dataset)) if Path(self.dataset).suffix else self.dataset
+
+    @property
     def split(self) -> str:
         return self.config.split or self.task.split
 
@@ -178,10 +194,11 @@ class TaskRun(NotebookRun):
         if self.demo_judges:
             print(f"Note: {demo_judge_note(self.demo_judges)}")
         rows = {
-            "task": c.task, "model": c.model_name, "api": c.api, "dataset": self.dataset,
+            "task": c.task, "model": c.model_name, "api": c.api,
+            "dataset": self.shown_dataset,
             "num_fewshot": self.num_fewshot, "fewshot_sampler": c.fewshot_sampler,
             "max_tokens": self.max_tokens, "temperature": c.temperature, "seed": c.seed,
-            "limit": c.limit, "judges": ", ".join(j.name for j in c.judge_specs()) or "none",
+            "limit": c.limit or "all", "judges": ", ".join(j.name for j in c.judge_specs()) or "none",
             **({"group_by": c.group_by} if c.group_by else {}),
             **({"repeats": f"{c.repeats} over {c.repeat_over}, reducer {c.reducer}"} if c.repeats > 1 else {}),
             **({"cluster_by": c.cluster_by} if c.cluster_by else {}),
@@ -738,7 +755,7 @@ class TaskRun(NotebookRun):
         for count in ("n", "n_answers", "n_clusters"):
             if count in table:
                 table[count] = table[count].astype("Int64")
-        return shown(table.round(4))
+        return _why_missing(shown(table.round(4)), METRIC_MISSING)
 
     def position_preference(self) -> pd.DataFrame | None:
         """How often each option position is answered against how often the gold is there, over every
@@ -780,10 +797,10 @@ class TaskRun(NotebookRun):
         if agreement:
             from IPython.display import display
 
-            display(shown(table.round(4)))
+            display(_why_missing(shown(table.round(4)), METRIC_MISSING))
             print("The judges against the expert labels on this task's labelled items:")
             return shown(pd.DataFrame(agreement).set_index("judge").round(4))
-        return shown(table.round(4))
+        return _why_missing(shown(table.round(4)), METRIC_MISSING)
 
     def _corrected_table(self) -> pd.DataFrame | None:
         metrics = self.metrics or self.compute_metrics()
@@ -871,7 +888,7 @@ class TaskRun(NotebookRun):
             if count in table:
                 table[count] = table[count].astype("Int64")
         # "–" where a number does not apply (the method column says why), never a bare NaN.
-        return shown(table.round(4))
+        return _why_missing(shown(table.round(4)), METRIC_MISSING)
 
     # -- groups -------------------------------------------------------------------------------
     def by_group(self) -> pd.DataFrame | None:
@@ -887,7 +904,7 @@ class TaskRun(NotebookRun):
         self.figures[GROUP_PLOT] = plots.group_breakdown(
             self.group_table, headline, group_by=self.config.group_by, title=title,
             overall=self.metrics.get(headline, {}).get("value"))
-        return shown(self.group_table.round(4))
+        return _why_missing(shown(self.group_table.round(4)), METRIC_MISSING)
 
     def _group_extra(self) -> dict[str, Any] | None:
         if not self.config.group_by:
