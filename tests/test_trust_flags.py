@@ -4,6 +4,7 @@ unvalidated judges, position bias); and the verdict cards that open each report.
 from __future__ import annotations
 
 import json
+import re
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -181,6 +182,8 @@ def test_a_task_report_opens_with_its_verdict_card_and_flags(tmp_path):
     page = (d / "report.html").read_text()
     card = page.index('class="evekit-card"')
     assert card < page.index("The settings come first")
-    said = page[card:card + 2000]
+    # The card's text, its terms linked to the glossary (report.html's first use of each).
+    said = re.sub(r"<[^>]+>", "", page[card:page.index("</p>", card)])
     assert "judge_voting 1.00 [0.76, 1.00], n = 12 of 14 (higher is better)" in said
+    assert 'href="#g-judge_voting"' in page[card:page.index("</p>", card)]
     assert "Judges failed validation" in said
