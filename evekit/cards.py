@@ -20,6 +20,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
+from evekit.naming import configuration_name
+
 __all__ = ["KAPPA_BAR", "Flag", "judge_flags", "position_bias_flag", "degenerate_judge_flag", "flags_text",
            "MARK", "task_card", "comparison_card", "comparisons_card", "win_rate_card", "ranks_text", "fmt_ci"]
 
@@ -117,7 +119,7 @@ def task_card(results: Mapping[str, Any], metric: str, m: Mapping[str, Any] | No
               label: str | None = None, better: str = "higher", items: int | None = None) -> str:
     """The card of one task result: what was measured, the headline with its interval and `n of N`,
     the baseline when there is one, and the trust flags."""
-    who = label or str(results.get("model"))
+    who = label or configuration_name(str(results.get("model")), (results.get("params") or {}).get("run_name"))
     task = results.get("task")
     if not m or _num(m.get("value")) is None:
         return f"{task} · {who}: no {metric} value ({int(results.get('n_failed') or 0)} items failed; see the failures)."

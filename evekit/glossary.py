@@ -3,9 +3,10 @@ better. The index carries the whole glossary; reports link a term's first use to
 from __future__ import annotations
 
 import html
+import re
 from typing import Iterable
 
-__all__ = ["entry", "GLOSSARY", "define", "glossary_html"]
+__all__ = ["entry", "GLOSSARY", "define", "glossary_html", "with_glossary", "GLOSSARY_ID"]
 
 # term -> definition (a sentence; "higher is better" or "lower is better" where it applies)
 GLOSSARY: dict[str, str] = {
@@ -91,3 +92,81 @@ def glossary_html(terms: Iterable[str] | None = None) -> str:
     items = "".join(f'<dt id="g-{html.escape(t)}"><code>{html.escape(t)}</code></dt><dd>{html.escape(define(t) or "")}</dd>'
                     for t in chosen)
     return f'<dl class="glossary">{items}</dl>'
+
+
+# -- a page's terms linked to their entries ---------------------------------------------------------
+GLOSSARY_ID = "evekit-glossary"  # the section with_glossary appends (its presence: done already)
+# Elements whose text is left alone: code and styles, existing links, the document's head and title
+# (names a user chose), printed
+# output (prompts and answers a model or dataset wrote), data cells, form fields and graphics.
+_SKIP = {"script", "style", "a", "head", "title", "h1", "pre", "td", "textarea", "button", "select", "option",
+         "svg", "math", "noscript", "template", "dl"}
+_RAW = ("script", "style", "textarea", "title")
+_ROW_TAGS = {"tr", "th", "thead", "tbody", "table"}  # their content is not HTML: skipped whole
+_TOKENS = re.compile(r"<!--.*?-->|<!\[CDATA\[.*?\]\]>|" + "|".join(
+    rf"<{t}\b(?:[^>\"']|\"[^\"]*\"|'[^']*')*>.*?</{t}\s*>" for t in _RAW)
+    + r"|</?[A-Za-z][^>\"']*(?:(?:\"[^\"]*\"|'[^']*')[^>\"']*)*>|<!?[^>]*>", re.S | re.I)
+_TAG = re.compile(r"<(/?)([A-Za-z][\w:-]*)")
+_VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
+# A word as the glossary spells terms: letters, digits and underscores, joined by '.' or '-' inside
+# ("doc.Question", "llm_as_judge_smollm2-strict"); not inside an entity (&kappa;) or a longer word.
+_WORD = re.compile(r"(?<![\w&#.-])[A-Za-z][\w]*(?:[.-][A-Za-z0-9]\w*)*(?![\w])")
+
+
+def _linked_text(text: str, seen: dict[str, None]) -> str:
+    """`text` (HTML text, entities escaped) with the first use of each term not in `seen` linked."""
+    def link(m: re.Match) -> str:
+        term = entry(m.group(0))
+        if term is None or term in seen:
+            return m.group(0)
+        seen[term] = None
+        return (f'<a class="glossary-term" href="#g-{html.escape(term)}" title="{html.escape(define(term) or "")}">'
+                f"{m.group(0)}</a>")
+    return _WORD.sub(link, text)
+
+
+def with_glossary(page: str) -> str:
+    """`page` (a whole HTML document or a fragment) with the first use of each glossary term in its
+    text and table headers linked to `#g-<term>`, and those terms' glossary appended at its foot
+    (before `</body>`), each entry with its id. Text inside <script>, <style>, attributes, existing
+    links, printed output (<pre>) and data cells (<td>) is left as it is. A page without a term is
+    returned unchanged; a page already done (it has the section) too."""
+    if f'id="{GLOSSARY_ID}"' in page:
+        return page
+    body = re.search(r"<body\b[^>]*>", page, re.I)
+    start = body.end() if body else 0
+    # The section goes last inside the page's <main> (nbconvert's lab template), else before </body>.
+    ends = [m.start() for m in re.finditer(r"</main\s*>", page, re.I)] or \
+        [m.start() for m in re.finditer(r"</body\s*>", page, re.I)]
+    end = ends[-1] if ends and ends[-1] >= start else len(page)
+    seen: dict[str, None] = {}
+    out, pos, skipping = [page[:start]], start, 0
+    open_skip: list[str] = []
+    for m in _TOKENS.finditer(page, start, end):
+        text = page[pos:m.start()]
+        out.append(text if skipping else _linked_text(text, seen))
+        token = m.group(0)
+        out.append(token)
+        pos = m.end()
+        tag = _TAG.match(token)
+        if not tag or token.startswith(("<!", "<?")):
+            continue
+        closing, name = tag.group(1) == "/", tag.group(2).lower()
+        if name in _ROW_TAGS:  # a data cell ends with its row even when its </td> is left out
+            open_skip = [t for t in open_skip if t != "td"]
+        if name in _RAW or name not in _SKIP or name in _VOID or token.endswith("/>"):
+            skipping = len(open_skip)
+            continue
+        if not closing:
+            open_skip.append(name)
+        elif name in open_skip:  # close it (and anything left open inside it)
+            del open_skip[len(open_skip) - 1 - open_skip[::-1].index(name):]
+        skipping = len(open_skip)
+    tail = page[pos:end]
+    out.append(tail if skipping else _linked_text(tail, seen))
+    if not seen:
+        return page
+    terms = [t for t in GLOSSARY if t in seen]
+    section = (f'<section id="{GLOSSARY_ID}" class="glossary jp-RenderedHTMLCommon"><h2>Glossary</h2>'
+               f"<p>The terms this page uses, each linked from its first use.</p>{glossary_html(terms)}</section>")
+    return "".join(out) + section + page[end:]

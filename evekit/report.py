@@ -2,13 +2,17 @@
 parameters without secrets, files written whole or not at all, and tables shown as text.
 
 Everything a dataset, a model or a judge wrote is text on every page: tables are rendered with
-their cells HTML-escaped (`FullText`, `shown`), never as markup.
+their cells HTML-escaped (`table_html`, the one HTML form of a table; `FullText`, `shown`), never as
+markup. In a notebook every DataFrame is shown through `table_html` once a runner is built
+(`use_table_html`): no pandas 0..n index column, no `NaN`.
 """
 from __future__ import annotations
 
+import html
 import math
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -87,21 +91,8 @@ class FullText:
         self.data = table
         self.caption = caption
 
-    def styler(self) -> Any:
-        # A fixed uuid: the HTML (and so nbval's comparison of the committed notebooks) is the same
-        # on every run, instead of pandas' random element ids. escape="html": data is text.
-        styler = (shown(self.data).style.set_uuid("evekit").hide(axis="index")
-                  .format(lambda v: f"{v:.4g}" if isinstance(v, float) else str(v), escape="html")
-                  .format_index(escape="html", axis=1)  # a column name can come from data too
-                  .set_properties(**self.STYLE))
-        if self.caption:
-            import html
-
-            styler = styler.set_caption(html.escape(self.caption))
-        return styler
-
     def to_html(self) -> str:
-        return self.styler().to_html()
+        return table_html(self.data, caption=self.caption, index=False, cell_style=self.STYLE)
 
     def _repr_html_(self) -> str:
         return self.to_html()
@@ -111,3 +102,133 @@ class FullText:
 
     def __len__(self) -> int:
         return len(self.data)
+
+
+# -- tables as HTML ------------------------------------------------------------------------------
+# Where a table says why its empty cells are empty: `table.attrs[MISSING_REASONS]`, a sentence for
+# every column or {column: sentence} (pandas keeps `attrs` through most operations).
+MISSING_REASONS = "evekit_missing"
+TABLE_CLASS = "evekit-table"
+
+
+def _is_missing(value: Any) -> bool:
+    if value is None or (isinstance(value, str) and value == MISSING):
+        return True
+    if isinstance(value, (list, tuple, dict, set)) or hasattr(value, "__len__") and not isinstance(value, str):
+        return False
+    try:
+        return bool(pd.isna(value))
+    except (TypeError, ValueError):
+        return False
+
+
+def _plain_index(index: pd.Index) -> bool:
+    """An index that says nothing (pandas' 0..n, or any unnamed integer labels): not shown."""
+    if any(name is not None for name in index.names):
+        return False
+    levels = index.levels if isinstance(index, pd.MultiIndex) else [index]
+    return all(pd.api.types.is_integer_dtype(level) for level in levels)
+
+
+def _label(value: Any) -> str:
+    """A column or index label as text: a tuple's parts joined (a MultiIndex), '' for None."""
+    if isinstance(value, tuple):
+        return " \u00b7 ".join(_label(v) for v in value if _label(v))
+    return "" if value is None or _is_missing(value) else str(value)
+
+
+def _decimals(values: pd.Series, digits: int) -> int | None:
+    """The decimals a column's floats are shown with: as many as its most precise value needs, at
+    most `digits`, so a column reads 0.5000 / 0.5833 (one format per column); None: no floats."""
+    floats = [float(v) for v in values if isinstance(v, float) and math.isfinite(v)]
+    if not floats:
+        return None
+    need = 0
+    for v in floats:
+        text = f"{round(v, digits):.{digits}f}".rstrip("0")
+        need = max(need, len(text.split(".")[1]) if "." in text else 0)
+    return need
+
+
+def _text(value: Any, decimals: int | None) -> str:
+    if hasattr(value, "item") and not isinstance(value, (str, bytes)) and getattr(value, "ndim", 0) == 0:
+        value = value.item()  # numpy scalars as Python's
+    if isinstance(value, float) and decimals is not None and math.isfinite(value):
+        return f"{value:.{decimals}f}"
+    return str(value)
+
+
+def table_html(table: pd.DataFrame, *, caption: str | None = None, missing: str | Mapping[str, str] | None = None,
+               index: bool | None = None, max_rows: int | None = None, digits: int = 4,
+               cell_style: Mapping[str, str] | None = None) -> str:
+    """`table` as an HTML table for a report: every label and cell escaped (text, never markup); a
+    missing value (None, NaN, NA, `MISSING`) shown as `MISSING` with the reason as its tooltip when
+    one is known (`missing`: one sentence, or {column: sentence}; default `table.attrs[MISSING_REASONS]`);
+    the index shown as row headers unless it says nothing (`index` None: hidden when unnamed and
+    integer, pandas' 0..n); floats with one number of decimals per column (at most `digits`);
+    at most `max_rows` rows, with a last row saying how many were left out."""
+    if missing is None:
+        missing = table.attrs.get(MISSING_REASONS)
+    show_index = (not _plain_index(table.index)) if index is None else index
+    # Cell styles as one rule for the table's class (not repeated on every cell).
+    style = "".join(f"{k}:{v};" for k, v in (cell_style or {}).items())
+    klass = f"{TABLE_CLASS} {TABLE_CLASS}-styled" if style else TABLE_CLASS
+    rule = f"<style>table.{TABLE_CLASS}-styled td{{{html.escape(style)}}}</style>" if style else ""
+    td = "<td"
+    columns = [_label(c) for c in table.columns]
+    decimals = [_decimals(table.iloc[:, i], digits) for i in range(table.shape[1])]
+    rows = table if max_rows is None or len(table) <= max_rows else table.head(max_rows)
+
+    def reason(column: Any) -> str | None:
+        if isinstance(missing, str):
+            return missing
+        if isinstance(missing, Mapping):
+            return missing.get(column) or missing.get(_label(column))
+        return None
+
+    head = []
+    if show_index:
+        names = [_label(n) for n in table.index.names]
+        if not any(names) and table.columns.name is not None:
+            names[-1] = _label(table.columns.name)  # pandas' corner: the columns' name
+        head += [f'<th scope="col">{html.escape(n)}</th>' for n in names]
+    head += [f'<th scope="col">{html.escape(c)}</th>' for c in columns]
+    body = []
+    for key, values in zip(rows.index, rows.itertuples(index=False, name=None)):
+        cells = []
+        if show_index:
+            keys = key if isinstance(key, tuple) else (key,)
+            cells += [f'<th scope="row">{html.escape(MISSING if _is_missing(k) else _label(k))}</th>' for k in keys]
+        for i, value in enumerate(values):
+            if _is_missing(value):
+                why = reason(table.columns[i])
+                title = f' title="{html.escape(why)}"' if why else ""
+                cells.append(f'{td} class="missing"{title}>{MISSING}</td>')
+            else:
+                cells.append(f"{td}>{html.escape(_text(value, decimals[i]))}</td>")
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    if len(rows) < len(table):
+        width = len(head)
+        body.append(f'<tr class="more"><td colspan="{width}">\u2026 {len(table) - len(rows)} more rows '
+                    f"(of {len(table)}) not shown</td></tr>")
+    cap = f"<caption>{html.escape(caption)}</caption>" if caption else ""
+    return (f'{rule}<table class="{klass}">{cap}<thead><tr>{"".join(head)}</tr></thead>'
+            f'<tbody>{"".join(body)}</tbody></table>')
+
+
+def use_table_html() -> bool:
+    """In a running IPython kernel (a notebook): show every pandas DataFrame through `table_html`
+    (escaped, no 0..n index, no NaN), so a report's tables are clean whichever step printed them.
+    False, doing nothing, outside IPython. Plain text (what nbval and a terminal read) stays pandas'."""
+    import sys
+
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None and hasattr(ipython, "get_ipython") else None
+    if shell is None or not hasattr(shell, "display_formatter"):
+        return False
+    shell.display_formatter.formatters["text/html"].for_type(pd.DataFrame, _shown_frame)
+    return True
+
+
+def _shown_frame(table: pd.DataFrame) -> str:
+    return table_html(table, max_rows=pd.get_option("display.max_rows"))

@@ -133,7 +133,7 @@ def build(task: str, spec: dict, *, intro: str | None = None, params: str | None
         code(params or parameters_source(task, spec), "parameters"),
         code("from evekit.runs.task import TaskRun\n\nrun = TaskRun.from_notebook(globals())\nrun.settings()"),
         new_markdown_cell("## Load\nRows in the task's schema (a hub id or a local file, same code path)."),
-        code("items = run.load()\nprint(f\"{len(items)} items from {run.dataset}\")\nitems.head()"),
+        code("items = run.load()\nprint(f\"{len(items)} items from {run.shown_dataset}\")\nitems.head()"),
         new_markdown_cell("## What the model sees\nThe first prompt exactly as it is sent."),
         code("run.show_prompts(1)"),
         new_markdown_cell("## Generate\nCalls are cached on disk as they complete, run concurrently and "

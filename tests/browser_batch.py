@@ -50,7 +50,9 @@ def write_jsonl(path: Path, rows: list[dict]) -> Path:
     return path
 
 
-def build(root: Path, jobs: int = 2) -> Batch:
+def build(root: Path, jobs: int = 2, *, named: bool = True) -> Batch:
+    """The batch in `root`. `named`: the win rate's and ranking's entries carry `name` (the model's);
+    False: only `file`, so they are called by their configuration names (`evekit.naming`)."""
     from evekit import batch
     from evekit.paths import safe_name
 
@@ -95,6 +97,9 @@ def build(root: Path, jobs: int = 2) -> Batch:
         def samples(model: str) -> str:
             return str(run_dir / safe_name(model) / TASK / "samples.csv")
 
+        def entry(model: str) -> dict:
+            return {"name": model, "file": samples(model)} if named else {"file": samples(model)}
+
         files = {
             "judge_validation.yaml": {**common, "labels": str(labels), "judge_kind": "fact_check", "judges": judges},
             "open_ended.yaml": {**task, "model_name": model_a, "dataset": str(open_ended), "judges": judges},
@@ -103,11 +108,9 @@ def build(root: Path, jobs: int = 2) -> Batch:
                                   "num_fewshot": 1, "api": "completions"},
             "mcqa_single_answer.yaml": {**task, "model_name": model_a, "dataset": str(mcqa), "max_tokens": 8},
             "win_rate.yaml": {**common, "task": TASK, "judges": judges, "both_orders": True,
-                              "model_a": [{"name": model_a, "file": samples(model_a)}],
-                              "model_b": [{"name": model_b, "file": samples(model_b)}]},
+                              "model_a": [entry(model_a)], "model_b": [entry(model_b)]},
             "ranking.yaml": {**common, "task": TASK, "judges": judges, "both_orders": True, "n_boot": 50,
-                             "models": [{"name": model_a, "file": samples(model_a)},
-                                        {"name": model_b, "file": samples(model_b)}]},
+                             "models": [entry(model_a), entry(model_b)]},
             "summary.yaml": {"run_name": run_name, "output_dir": str(out), "seed": 7},
         }
         for name, values in files.items():

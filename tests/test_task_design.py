@@ -247,8 +247,8 @@ def test_the_leaderboard_says_what_the_interval_accounts_for_and_pairs_items_onc
     repeated.save()
     entries = board.collect(out, ["r"])
     table = board.leaderboard(entries).set_index("model")
-    assert table.loc["mixed (r)", "design"] == "3 repeats over sampling" and table.loc["always-a (r)", "design"] == ""
-    assert "(3 repeats over sampling)" in board.leaderboard_wide(board.leaderboard(entries)).loc["mixed (r)"].iloc[0]
+    assert table.loc["mixed · r", "design"] == "3 repeats over sampling" and table.loc["always-a · r", "design"] == ""
+    assert "(3 repeats over sampling)" in board.leaderboard_wide(board.leaderboard(entries)).loc["mixed · r"].iloc[0]
     tests = board.paired_tests(entries)
     assert tests.loc[0, "n_shared"] == 12                              # each item once, not 12 x 3
     per_item = repeated.samples.groupby("doc_id")["acc"].mean()

@@ -4,6 +4,7 @@ unvalidated judges, position bias); and the verdict cards that open each report.
 from __future__ import annotations
 
 import json
+import re
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -85,11 +86,11 @@ def test_a_flagged_judge_score_is_marked_on_the_index_the_leaderboard_csv_and_th
     board = lb.leaderboard(entries)
     lb.save_summary(run / "summary", board, lb.paired_tests(entries), lb.usage_totals(entries), None)
     csv = pd.read_csv(run / "summary" / "leaderboard.csv", keep_default_na=False).set_index("model")
-    assert kind in csv.loc["flagged-model (demo)", "trust"].split(", ")
-    assert csv.loc["trusted-model (demo)", "trust"] == ""
+    assert kind in csv.loc["flagged-model · demo", "trust"].split(", ")
+    assert csv.loc["trusted-model · demo", "trust"] == ""
     wide = lb.leaderboard_wide(board)
-    assert "\u26a0" in wide.loc["flagged-model (demo)", "open_ended"]
-    assert "\u26a0" not in wide.loc["trusted-model (demo)", "open_ended"]
+    assert "\u26a0" in wide.loc["flagged-model · demo", "open_ended"]
+    assert "\u26a0" not in wide.loc["trusted-model · demo", "open_ended"]
     # the summary's verdict card (first on its report and in the index) counts the flagged scores
     card = KINDS["summary"].card(read_run_record(run / "summary" / "run.json"))
     assert "cannot be told apart on any of 1 task(s)" in card
@@ -181,6 +182,8 @@ def test_a_task_report_opens_with_its_verdict_card_and_flags(tmp_path):
     page = (d / "report.html").read_text()
     card = page.index('class="evekit-card"')
     assert card < page.index("The settings come first")
-    said = page[card:card + 2000]
+    # The card's text, its terms linked to the glossary (report.html's first use of each).
+    said = re.sub(r"<[^>]+>", "", page[card:page.index("</p>", card)])
     assert "judge_voting 1.00 [0.76, 1.00], n = 12 of 14 (higher is better)" in said
+    assert 'href="#g-judge_voting"' in page[card:page.index("</p>", card)]
     assert "Judges failed validation" in said

@@ -10,6 +10,7 @@ from typing import Any
 
 from evekit.atomic import write_text_atomic
 from evekit.batch.paramfiles import notebook_name
+from evekit.glossary import with_glossary
 from evekit.paths import display_path
 from evekit.report import markdown_text
 from evekit.tracking import describe
@@ -90,7 +91,8 @@ def render_html(executed_notebook: Path, html_path: Path, *, params_file: Path |
 
     A header names the run, notebook, model and few-shot count, and how to reproduce it with the
     parameter file it really ran with; reproduce lines in the notebook's own text are corrected
-    to that file (the notebook's text names its default parameter file).
+    to that file (the notebook's text names its default parameter file). The first use of each
+    glossary term is linked to its entry, which the page's foot lists (`glossary.with_glossary`).
     """
     import nbformat
     from nbformat.v4 import new_markdown_cell
@@ -126,6 +128,7 @@ def render_html(executed_notebook: Path, html_path: Path, *, params_file: Path |
                     lambda m: m.group(1) + real if m.group("nb") == identity["notebook"] else m.group(0), cell.source)
     nb.cells.insert(0, new_markdown_cell("\n".join(lines)))
     body, _ = report_exporter().from_notebook_node(nb, resources={"metadata": {"name": title}})
+    body = with_glossary(body)  # each term's first use linked to its entry at the page's foot
     html_path.parent.mkdir(parents=True, exist_ok=True)
     write_text_atomic(html_path, body)
 

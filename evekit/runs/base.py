@@ -18,6 +18,7 @@ from evekit.client import ModelClient
 from evekit.demo import DEMO_MODEL_NOTE, demo_judge_note, demo_judges, is_demo_model
 from evekit.judges import JudgePanel
 from evekit.paths import output_path
+from evekit.report import use_table_html
 from evekit.runs.kind import RunKind
 from evekit.runs.params import Params
 from evekit.runs.records import EXECUTION_ENV
@@ -52,6 +53,8 @@ class NotebookRun:
         # Builds every model and judge client of the run; `evekit plan` puts in one that sends nothing.
         self.client_factory: Any = ModelClient
         self._started = time.monotonic()
+        # In a notebook, every table a step returns (or a cell shows) is drawn by report.table_html.
+        use_table_html()
 
     @classmethod
     def from_notebook(cls, namespace: Mapping[str, Any]) -> "NotebookRun":

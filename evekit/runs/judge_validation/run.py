@@ -24,7 +24,7 @@ import pandas as pd
 
 from evekit.judges import validation as V
 from evekit.judges.verdicts import abstention_reasons
-from evekit.paths import display_path, safe_name
+from evekit.paths import display_path, resolve_path, safe_name
 from evekit.report import MISSING, json_safe, shown, write_text_atomic
 from evekit.runs.base import NotebookRun
 from evekit.runs.judge_validation.kind import KIND
@@ -68,7 +68,8 @@ class ValidationRun(NotebookRun):
         c = self.config
         if self.demo_judges:
             print(f"Note: {demo_judge_note(self.demo_judges)}")
-        rows = {"judge kind": c.judge_kind, "labels": c.labels, "limit": c.limit if c.limit else "all",
+        rows = {"judge kind": c.judge_kind, "labels": display_path(resolve_path(c.labels)),
+                "limit": c.limit if c.limit else "all",
                 **({"both orders": self.both_orders} if self.pairwise else {}),
                 **{f"judge {j.name}": f"{j.model} at {j.base_url}" for j in c.judge_specs()},
                 **{k: v for k, v in c.columns.items() if v}, "offline (replay from cache)": c.offline}
@@ -86,7 +87,7 @@ class ValidationRun(NotebookRun):
         counts = df.groupby(["case", "label"], sort=False).size().unstack("label", fill_value=0)
         counts.columns = [f"label {v}" for v in counts.columns]
         counts["items"] = counts.sum(axis=1)
-        print(f"{len(self.items)} labelled items from {c.labels}")
+        print(f"{len(self.items)} labelled items from {display_path(resolve_path(c.labels))}")
         return counts
 
     # -- judge --------------------------------------------------------------------------------

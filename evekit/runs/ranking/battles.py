@@ -57,9 +57,9 @@ def match_models(specs: Sequence[ModelSpec], *, limit: int | None = None) -> Mat
     for s in specs:
         df = frames[s.name]
         bad = df[df["failed"]]
-        read.append({"model": s.name, "file": s.file, "rows": len(df), "usable": int((~df["failed"]).sum()),
+        read.append({"model": s.name, "file": s.shown_file, "rows": len(df), "usable": int((~df["failed"]).sum()),
                      "failed_generation": len(bad)})
-        left += [{"model": s.name, "file": s.file, "row": int(r.row), "doc_id": r.doc_id, "question": r.question,
+        left += [{"model": s.name, "file": s.shown_file, "row": int(r.row), "doc_id": r.doc_id, "question": r.question,
                   "reason": f"generation failed: {r.error}"} for r in bad.itertuples()]
     names = [s.name for s in specs]
     keys = pd.concat([f[["key", "occ"]] for f in frames.values()], ignore_index=True).drop_duplicates()
@@ -77,7 +77,7 @@ def match_models(specs: Sequence[ModelSpec], *, limit: int | None = None) -> Mat
     for key in table.index[n_usable == 1]:
         only = table.columns[table.loc[[key]].notna().to_numpy()[0]][0]
         r = frames[only].set_index(["key", "occ"]).loc[key]
-        left.append({"model": only, "file": next(s.file for s in specs if s.name == only), "row": int(r["row"]),
+        left.append({"model": only, "file": next(s.shown_file for s in specs if s.name == only), "row": int(r["row"]),
                      "doc_id": r["doc_id"], "question": r["question"],
                      "reason": "no other model has a usable answer to this question"})
     table = table[n_usable >= 2]

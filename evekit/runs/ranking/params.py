@@ -18,7 +18,8 @@ TASKS = head_to_head_tasks()  # free-text answers a pairwise judge can compare
 class RankingParams(OnTask, SeedLimit, ShowsValidation, Judging, BothOrders, Client, Output):
     """The parameters of the ranking notebook: N models' answer files, one pairwise panel."""
 
-    models: list = param(help="[{name, file}]: evekit samples.csv or EVE / lm-eval CSVs", group="what")
+    models: list = param(help="[{name, file}], name optional: evekit samples.csv or EVE / lm-eval CSVs",
+                         group="what")
     baseline: str | None = param(None, help="a model's name: it is 1000 and every model's win rate vs it is shown",
                                  group="what")
     n_boot: int = param(1000, help="bootstrap resamples of the questions for the intervals", group="data", minimum=0)

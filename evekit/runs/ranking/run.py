@@ -59,7 +59,7 @@ class RankingRun(NotebookRun):
     def setup_table(self) -> pd.DataFrame:
         """Who is ranked and who judges: one row per model and per judge (no secrets)."""
         c = self.config
-        rows = [{"role": "baseline" if m.name == c.baseline else "model", "name": m.name, "source": m.file,
+        rows = [{"role": "baseline" if m.name == c.baseline else "model", "name": m.name, "source": m.shown_file,
                  "endpoint": "", "temperature": ""} for m in c.model_specs]
         rows += [{"role": "judge", "name": j.name, "source": j.model, "endpoint": j.base_url,
                   "temperature": c.judge_temperature if j.temperature is None else j.temperature} for j in c.judge_specs()]

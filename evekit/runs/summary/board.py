@@ -14,6 +14,7 @@ import pandas as pd
 from evekit.atomic import save_figure_atomic, write_csv_atomic
 from evekit import stats
 from evekit.cards import MARK, comparison_card, comparisons_card
+from evekit.naming import configuration_name
 from evekit.paths import safe_name
 from evekit.report import format_metric
 from evekit.runs.ranking.kind import KIND as RANKING
@@ -40,7 +41,8 @@ class Entry:
 
     @property
     def label(self) -> str:
-        return f"{self.model} ({self.run})"
+        """The configuration's display name, the same on every page (`naming.configuration_name`)."""
+        return configuration_name(self.model, self.run)
 
 
 def collect(output_dir: Path, runs: list[str]) -> list[Entry]:

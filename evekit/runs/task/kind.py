@@ -7,6 +7,7 @@ from typing import Any, Mapping
 
 from evekit.cards import judge_flags, task_card
 from evekit.metrics import METRICS
+from evekit.naming import configuration_name
 from evekit.report import format_metric
 from evekit.runs.kind import IndexRow, RunKind
 from evekit.runs.records import RunRecord
@@ -15,7 +16,7 @@ from evekit.runs.task.results import headline
 from evekit.tasks import TASKS
 from evekit.tracking import Tracked, metric_entries, numbers, read_table, samples_table
 
-__all__ = ["KIND", "CUSTOM_NOTEBOOK", "headline_flags"]
+__all__ = ["KIND", "CUSTOM_NOTEBOOK", "headline_flags", "result_name"]
 
 # The notebook of tasks defined in a YAML file; every EVE task has a notebook of its name.
 CUSTOM_NOTEBOOK = "custom_task"
@@ -43,6 +44,11 @@ def _baseline_cell(res: dict[str, Any]) -> str:
     return f'always "{constant["answer"]}": {format_metric(constant)}' + ("" if beaten else " (not beaten)")
 
 
+def result_name(res: dict[str, Any]) -> str:
+    """A task result's configuration name: its model under its run (`naming.configuration_name`)."""
+    return configuration_name(str(res["model"]), (res.get("params") or {}).get("run_name"))
+
+
 def _results(record: RunRecord) -> dict[str, Any]:
     try:
         res = json.loads((record.dir / "results.json").read_text())
@@ -62,13 +68,13 @@ def index_row(record: RunRecord, results: dict[str, Any] | None = None) -> Index
     """The index's row of one task result; ValueError when its results.json is unreadable."""
     res = results if results is not None else _results(record)
     name, m = headline(res)
-    return IndexRow((str(res["task"]), str(res["model"]), name, format_metric(m), _metric_n(res, m),
+    return IndexRow((str(res["task"]), result_name(res), name, format_metric(m), _metric_n(res, m),
                      str(res.get("n_unparsed", 0)), _failed_cell(res), _baseline_cell(res)),
                     flags=tuple(headline_flags(res)))
 
 
 def card(record: RunRecord) -> str:
-    """'open_ended · smollm2-135m-instruct · 5-shot: judge_voting 0.55 [0.40, 0.70], n = 12 of 14
+    """'open_ended · smollm2-135m-instruct · demo-5shot: judge_voting 0.55 [0.40, 0.70], n = 12 of 14
     (higher is better). ⚠ Judges failed validation ...'"""
     try:
         res = _results(record)
@@ -76,9 +82,7 @@ def card(record: RunRecord) -> str:
         return ""
     name, m = headline(res)
     metric = METRICS.get(name)
-    shots = (res.get("params") or {}).get("num_fewshot")
-    label = f"{res['model']} · {shots}-shot" if isinstance(shots, int) and shots > 0 else str(res["model"])
-    return task_card(res, name, m, label=label,
+    return task_card(res, name, m,
                      better="higher" if metric is None or metric.higher_is_better else "lower")
 
 

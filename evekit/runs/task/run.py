@@ -29,8 +29,9 @@ import pandas as pd
 from evekit import plots, repeats, robustness, tasks
 from evekit.demo import DEMO_MODEL_NOTE, demo_judge_note, demo_judges, is_demo_model
 from evekit.errors import EndpointError, ParameterError
+from evekit.naming import configuration_name
 from evekit.paths import display_path, resolve_path
-from evekit.report import MISSING, FullText, shown
+from evekit.report import MISSING, MISSING_REASONS, FullText, shown
 from evekit.runs.base import NotebookRun
 from evekit.runs.task.calls import ANSWERS, CHOICES_ONLY, LOGPROBS, SPANS, CallStep, plain
 from evekit.runs.task.files import write_run
@@ -53,6 +54,16 @@ TINY_MODEL_NOTE = DEMO_MODEL_NOTE  # the one wording, in evekit.demo
 
 def _full_text(table: pd.DataFrame, caption: str | None = None) -> FullText:
     return FullText(table, caption)
+
+
+# What an empty cell of the metrics tables means (its tooltip on the page: `report.table_html`).
+METRIC_MISSING = "does not apply to this row, or undefined for these items (its method and the notes say why)"
+
+
+def _why_missing(table: pd.DataFrame, reason: str) -> pd.DataFrame:
+    """`table` with the sentence its empty cells show as their tooltip."""
+    table.attrs[MISSING_REASONS] = reason
+    return table
 
 
 def _plain(value: Any) -> Any:
@@ -151,6 +162,11 @@ class TaskRun(NotebookRun):
         return self.samples[~self.samples["failed"]]
 
     @property
+    def name(self) -> str:
+        """This configuration's display name on every page: 'model · run' (`naming.configuration_name`)."""
+        return configuration_name(self.config.model_name, self.config.run_name)
+
+    @property
     def num_fewshot(self) -> int:
         c = self.config
         return self.task.default_num_fewshot if c.num_fewshot is None else c.num_fewshot
@@ -165,6 +181,12 @@ class TaskRun(NotebookRun):
         return self.config.dataset or self.task.hub_id
 
     @property
+    def shown_dataset(self) -> str:
+        """The dataset as the pages show it: a file relative to the checkout or the working
+        directory (no machine's absolute path), a hub id as given."""
+        return display_path(resolve_path(self.dataset)) if Path(self.dataset).suffix else self.dataset
+
+    @property
     def split(self) -> str:
         return self.config.split or self.task.split
 
@@ -175,10 +197,11 @@ class TaskRun(NotebookRun):
         if self.demo_judges:
             print(f"Note: {demo_judge_note(self.demo_judges)}")
         rows = {
-            "task": c.task, "model": c.model_name, "api": c.api, "dataset": self.dataset,
+            "task": c.task, "model": c.model_name, "api": c.api,
+            "dataset": self.shown_dataset,
             "num_fewshot": self.num_fewshot, "fewshot_sampler": c.fewshot_sampler,
             "max_tokens": self.max_tokens, "temperature": c.temperature, "seed": c.seed,
-            "limit": c.limit, "judges": ", ".join(j.name for j in c.judge_specs()) or "none",
+            "limit": c.limit or "all", "judges": ", ".join(j.name for j in c.judge_specs()) or "none",
             **({"group_by": c.group_by} if c.group_by else {}),
             **({"repeats": f"{c.repeats} over {c.repeat_over}, reducer {c.reducer}"} if c.repeats > 1 else {}),
             **({"cluster_by": c.cluster_by} if c.cluster_by else {}),
@@ -777,7 +800,7 @@ class TaskRun(NotebookRun):
         for count in ("n", "n_answers", "n_clusters"):
             if count in table:
                 table[count] = table[count].astype("Int64")
-        return shown(table.round(4))
+        return _why_missing(shown(table.round(4)), METRIC_MISSING)
 
     def position_preference(self) -> pd.DataFrame | None:
         """How often each option position is answered against how often the gold is there, over every
@@ -819,10 +842,10 @@ class TaskRun(NotebookRun):
         if agreement:
             from IPython.display import display
 
-            display(shown(table.round(4)))
+            display(_why_missing(shown(table.round(4)), METRIC_MISSING))
             print("The judges against the expert labels on this task's labelled items:")
             return shown(pd.DataFrame(agreement).set_index("judge").round(4))
-        return shown(table.round(4))
+        return _why_missing(shown(table.round(4)), METRIC_MISSING)
 
     def _corrected_table(self) -> pd.DataFrame | None:
         metrics = self.metrics or self.compute_metrics()
@@ -910,7 +933,7 @@ class TaskRun(NotebookRun):
             if count in table:
                 table[count] = table[count].astype("Int64")
         # "–" where a number does not apply (the method column says why), never a bare NaN.
-        return shown(table.round(4))
+        return _why_missing(shown(table.round(4)), METRIC_MISSING)
 
     # -- groups -------------------------------------------------------------------------------
     def by_group(self) -> pd.DataFrame | None:
@@ -921,12 +944,12 @@ class TaskRun(NotebookRun):
             return None
         assert self.samples is not None, "run generate() first"
         self.group_table = tasks.metrics_by_group(self.samples, self._metrics_of)
-        title = f"{self.config.task} · {self.config.model_name}"
+        title = f"{self.config.task} · {self.name}"
         headline = self.headline
         self.figures[GROUP_PLOT] = plots.group_breakdown(
             self.group_table, headline, group_by=self.config.group_by, title=title,
             overall=self.metrics.get(headline, {}).get("value"))
-        return shown(self.group_table.round(4))
+        return _why_missing(shown(self.group_table.round(4)), METRIC_MISSING)
 
     def _group_extra(self) -> dict[str, Any] | None:
         if not self.config.group_by:
@@ -1013,7 +1036,7 @@ class TaskRun(NotebookRun):
         metrics = self.metrics or self.compute_metrics()
         return task_explorer(self.samples, self.model_outputs(), judges=self.judge_names, headline=self.headline,
                              metrics=metrics, group_by=self.config.group_by, metric_column=tasks.metric_column,
-                             title=f"{self.config.task} \u00b7 {self.config.model_name}")
+                             title=f"{self.config.task} \u00b7 {self.name}")
 
     @property
     def headline(self) -> str:
@@ -1030,7 +1053,7 @@ class TaskRun(NotebookRun):
             print("Plots skipped: no answered items (every call failed), nothing to draw.")
             self.figures = figs
             return figs
-        title = f"{self.config.task} · {self.config.model_name}"
+        title = f"{self.config.task} · {self.name}"
         for spec in self.task.plots:
             if not (spec.without_judges and self.judge_names):
                 figs[spec.file] = plots.TASK_PLOTS[spec.recipe](s, self.task, spec.metric, title)

@@ -17,7 +17,8 @@ import numpy as np
 import pandas as pd
 
 from evekit.errors import ParameterError
-from evekit.paths import resolve_path, safe_name
+from evekit.naming import entry_name
+from evekit.paths import display_path, resolve_path, safe_name
 from evekit.runs.params import check_files
 
 __all__ = ["REQUIRED_COLUMNS", "DOC_PREFIXES", "doc_column", "doc_spellings", "ModelSpec", "Comparison", "normalize_ws",
@@ -58,11 +59,19 @@ class ModelSpec:
 
     @classmethod
     def from_dict(cls, d: "dict[str, Any] | ModelSpec", side: str) -> "ModelSpec":
+        """An entry {file, name}; without a name, the configuration name of the run that wrote the
+        file (`naming.entry_name`), so the pages call it what the index and summary call it."""
         if isinstance(d, ModelSpec):
             return d
-        if not isinstance(d, dict) or not d.get("name") or not d.get("file"):
-            raise ParameterError(f"{side}: each entry needs `name` and `file`, got {d!r}")
-        return cls(name=str(d["name"]), file=str(d["file"]))
+        if not isinstance(d, dict) or not d.get("file"):
+            raise ParameterError(f"{side}: each entry needs a `file` (and optionally a `name`), got {d!r}")
+        name = d.get("name") or entry_name(resolve_path(str(d["file"])))
+        return cls(name=str(name), file=str(d["file"]))
+
+    @property
+    def shown_file(self) -> str:
+        """The file as the pages show it: relative to the checkout or the working directory."""
+        return display_path(resolve_path(self.file))
 
 
 def model_specs(values: Any, side: str) -> list[ModelSpec]:
@@ -76,7 +85,8 @@ def model_specs(values: Any, side: str) -> list[ModelSpec]:
     names = [s.name for s in specs]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
-        raise ParameterError(f"{side}: model names must be unique; repeated: {', '.join(dupes)}")
+        raise ParameterError(f"{side}: model names must be unique; repeated: {', '.join(dupes)} "
+                             "(give each entry its own `name`)")
     for s in specs:
         if check_files() and not resolve_path(s.file).is_file():
             raise ParameterError(f"{side} {s.name!r}: file not found: {s.file} "
@@ -285,7 +295,7 @@ def match_files(spec_a: ModelSpec, spec_b: ModelSpec, *, limit: int | None = Non
         )
     def left_over(side: str, spec: ModelSpec) -> pd.DataFrame:
         rows = m[m["_merge"] == ("left_only" if side == "a" else "right_only")]
-        return pd.DataFrame({"model": spec.name, "file": spec.file, "row": rows[f"row_{side}"].astype(int),
+        return pd.DataFrame({"model": spec.name, "file": spec.shown_file, "row": rows[f"row_{side}"].astype(int),
                              "doc_id": rows[f"doc_id_{side}"], "question": rows[f"question_{side}"]})
 
     unmatched = pd.concat([left_over("a", spec_a), left_over("b", spec_b)], ignore_index=True)

@@ -19,7 +19,7 @@ ALPHA = 0.05
 class WinRateParams(OnTask, SeedLimit, ShowsValidation, ExpertLabelled, Judging, BothOrders, Client, Output):
     """The parameters of the win-rate notebook: every model_a against every model_b."""
 
-    model_a: list = param(help="[{name, file}]: evekit samples.csv or CSVs of EVE's evalkit / lm-eval",
+    model_a: list = param(help="[{name, file}], name optional: evekit samples.csv or CSVs of EVE's evalkit / lm-eval",
                           group="what")
     model_b: list = param(help="[{name, file}], compared with each of model_a", group="what")
     alpha: float = param(ALPHA, help="significance level of the verdict's sign test", group="judges", minimum=0)

@@ -56,7 +56,7 @@ def unmatched_table(comparisons: Sequence[Comparison]) -> pd.DataFrame:
 
 def setup_table(cfg: WinRateParams) -> pd.DataFrame:
     """Who is compared and who judges: one row per model and per judge (no secrets)."""
-    rows = [{"role": side, "name": m.name, "source": m.file, "endpoint": "", "temperature": ""}
+    rows = [{"role": side, "name": m.name, "source": m.shown_file, "endpoint": "", "temperature": ""}
             for side, models in (("model_a", cfg.model_a_specs), ("model_b", cfg.model_b_specs)) for m in models]
     rows += [{"role": "judge", "name": j.name, "source": j.model, "endpoint": j.base_url,
               "temperature": cfg.judge_temperature if j.temperature is None else j.temperature}
