@@ -19,14 +19,22 @@ SAMPLES = "samples.csv"  # a task run's answers file: <output_dir>/<run>/<model>
 
 
 def configuration_name(model: str, run_name: str | None) -> str:
-    """'smollm2-135m-instruct · demo-5shot'; the model alone when `run_name` is empty or contained in
-    the model's name ('my-model-v2' run 'v2'), as written or made safe (`Org/Model` run `Org__Model`,
+    """'smollm2-135m-instruct · demo-5shot'; the model alone when `run_name` is empty or names the
+    model: the whole name or its last part after - _ / . or : ('my-model-v2' run 'v2'), as written or made safe (`Org/Model` run `Org__Model`,
     the run name `evekit init` gives)."""
     model = str(model)
     run = "" if run_name is None else str(run_name).strip()
-    if not run or run == "None" or run in model or run in safe_name(model):
+    if not run or run == "None" or _names_the_model(run, model):
         return model
     return f"{model}{SEPARATOR}{run}"
+
+
+def _names_the_model(run: str, model: str) -> bool:
+    # Whole parts only: run "t" must not vanish into "stub-model" (two runs would share one name).
+    for name in (model, safe_name(model)):
+        if run == name or any(name.endswith(sep + run) for sep in "-_/.:"):
+            return True
+    return False
 
 
 def entry_name(path: str | Path) -> str:

@@ -398,9 +398,9 @@ def test_a_judge_validation_and_the_summary_in_mlflow(tmp_path):
     board = pd.read_csv(sm / "leaderboard.csv")
     row = board.iloc[0]
     m = runs["summary"].data.metrics
-    assert row["model"] == "stub-model (t)"  # the tracker's key: letters, digits, _-./ and spaces, the rest _
+    assert row["model"] == "stub-model · t"  # the tracker's key: letters, digits, _-./ and spaces, the rest _
     assert m[safe_key(f"{row['task']}/{row['model']}/{row['metric']}")] == pytest.approx(row["value"])
-    assert m["open_ended/stub-model _t_/llm_as_judge_ci_high"] == pytest.approx(row["ci_high"])
+    assert m["open_ended/stub-model _ t/llm_as_judge_ci_high"] == pytest.approx(row["ci_high"])
     assert len(mlflow_table(client, runs["summary"].info.run_id, "leaderboard")) == len(board)
     assert run_record(sm)["tracking"]["status"] == run_record(jv)["tracking"]["status"] == "logged"
 
