@@ -528,15 +528,11 @@ class CacheWriter:
             try:
                 self.cache.put_many(batch)
                 return
-            except CacheError as e:  # the disk is full, or the file unusable: put_many spooled the batch
+            except CacheError as e:  # the disk is full, or the file unusable (put_many wraps every write error)
                 self._write_error, self.failed = getattr(e, "write_error", e), True
-                if getattr(e, "spooled", None):
+                if getattr(e, "spooled", None):  # put_many kept the batch in a spool file
                     self._spooled.append(e.spooled)
-                    if not self._unsaved:
-                        return
-                    batch = []
-            except (sqlite3.Error, OSError) as e:
-                self._write_error, self.failed = e, True
+                    return
             except BaseException as e:  # noqa: BLE001 - reported by close()
                 self._bug = e
                 return

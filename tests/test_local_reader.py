@@ -133,14 +133,20 @@ def test_csv_edge_cases_read_as_datasets_reads_them(case, tmp_path):
     assert_same_rows(path, tmp_path, direct=True)
 
 
-def test_a_csv_without_rows_fails_as_through_datasets(tmp_path):
-    path = tmp_path / "header.csv"
-    path.write_text("a,b\n", encoding="utf-8")
+def assert_same_error(path: Path) -> str:
+    """load_rows fails on `path` with the very message datasets gives; returns it."""
     with pytest.raises(DataError) as expected:
         load_with_datasets_only(path)
     with pytest.raises(DataError) as err:
         D.load_rows(str(path))
     assert str(err.value) == str(expected.value)
+    return str(err.value)
+
+
+def test_a_csv_without_rows_fails_as_through_datasets(tmp_path):
+    path = tmp_path / "header.csv"
+    path.write_text("a,b\n", encoding="utf-8")
+    assert_same_error(path)
 
 
 def test_a_long_csv_is_left_to_datasets(tmp_path):
@@ -198,24 +204,15 @@ def test_malformed_json_lines_fail_as_through_datasets_naming_file_and_line(case
 def test_malformed_csv_fails_as_through_datasets_naming_the_file(tmp_path):
     path = tmp_path / "bad.csv"
     path.write_text('a,b\n1,2\n3,4,5,6\n"unclosed\n', encoding="utf-8")
-    with pytest.raises(DataError) as expected:
-        load_with_datasets_only(path)
-    with pytest.raises(DataError) as err:
-        D.load_rows(str(path))
-    assert str(err.value) == str(expected.value)
-    assert str(err.value).startswith(f"{path.resolve()}: cannot be read as csv")
-    assert "line 3" in str(err.value)
+    message = assert_same_error(path)
+    assert message.startswith(f"{path.resolve()}: cannot be read as csv")
+    assert "line 3" in message
 
 
 def test_a_file_that_is_not_parquet_fails_as_through_datasets(tmp_path):
     path = tmp_path / "bad.parquet"
     path.write_bytes(b"PAR1 this is not parquet")
-    with pytest.raises(DataError) as expected:
-        load_with_datasets_only(path)
-    with pytest.raises(DataError) as err:
-        D.load_rows(str(path))
-    assert str(err.value) == str(expected.value)
-    assert str(err.value).startswith(f"{path.resolve()}: cannot be read as parquet")
+    assert assert_same_error(path).startswith(f"{path.resolve()}: cannot be read as parquet")
 
 
 # -- no `datasets` in a notebook that reads a local file ---------------------------------------------
