@@ -165,7 +165,7 @@ def comparisons_card(tests: Sequence[Mapping[str, Any]], *, alpha: float = 0.05)
     for row in tests:
         key = tuple(sorted((str(row.get("model_a")), str(row.get("model_b")))))
         pairs.setdefault(key, []).append(row)  # type: ignore[arg-type]
-    lines = []
+    lines, apart = [], []
     for (x, y), rows in pairs.items():
         wins = {x: 0, y: 0}
         for r in rows:
@@ -175,11 +175,18 @@ def comparisons_card(tests: Sequence[Mapping[str, Any]], *, alpha: float = 0.05)
                 wins[str(winner)] += 1
         tied = len(rows) - wins[x] - wins[y]
         if not wins[x] and not wins[y]:
-            lines.append(f"{x} and {y} cannot be told apart on any of {len(rows)} task(s) (Holm-adjusted, "
-                         f"alpha {alpha}).")
+            apart.append((x, y, len(rows)))
             continue
         said = [f"{w} is better than {o} on {wins[w]} of {len(rows)} task(s)" for w, o in ((x, y), (y, x)) if wins[w]]
         lines.append("; ".join(said) + f" (Holm-adjusted); no difference shown on {tied}.")
+    if len(apart) == 1:
+        x, y, k = apart[0]
+        lines.append(f"{x} and {y} cannot be told apart on any of {k} task(s) (Holm-adjusted, alpha {alpha}).")
+    elif apart:
+        # Many pairs that show no difference read as one sentence, not one each (a wall of repeats).
+        listed = "; ".join(f"{x} / {y} ({k} task{'s' if k != 1 else ''})" for x, y, k in apart)
+        lines.append(f"{len(apart)} pairs cannot be told apart on any task they share (Holm-adjusted, "
+                     f"alpha {alpha}): {listed}.")
     return lines
 
 

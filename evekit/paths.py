@@ -81,12 +81,13 @@ _SAFE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+=@-]*")
 
 def safe_name(name: str) -> str:
     """`name` as one folder name that cannot leave its parent: a name that is already safe stays
-    exactly as it is; `/` and `\\` become `__` (so `Org/Model-7B` reads `Org__Model-7B`), other
-    characters `_`, and a leading dot (`..`, hidden files) gets a `_` in front."""
+    exactly as it is; `/` and `\\` become `__` (so `Org/Model-7B` reads `Org__Model-7B`), a run of
+    other characters one `_` (a display name `model · run` reads `model_run`), and a leading dot
+    (`..`, hidden files) gets a `_` in front."""
     name = str(name)
     if _SAFE.fullmatch(name) and name not in (".", ".."):
         return name
-    safe = re.sub(r"[^A-Za-z0-9._+=@-]", "_", re.sub(r"[/\\]+", "__", name.strip()))
+    safe = re.sub(r"[/\\]+", "__", re.sub(r"[^A-Za-z0-9._+=@/\\-]+", "_", name.strip()))
     if not safe or safe[0] in "._-":
         safe = "_" + safe
     return safe

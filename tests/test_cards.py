@@ -47,6 +47,19 @@ def test_a_comparison_card_claims_a_difference_only_below_alpha_after_holm():
     assert lines == ["0-shot is better than 5-shot on 2 of 3 task(s) (Holm-adjusted); no difference shown on 1."]
 
 
+def test_pairs_that_show_no_difference_read_as_one_sentence_not_one_each():
+    row = {"task": "open_ended", "metric": "acc", "difference": 0.01, "p_holm": 0.9}
+    tests = [{**row, "model_a": "base", "model_b": m} for m in ("x", "y", "z")] + [
+        {**row, "task": "refusal", "model_a": "base", "model_b": "z"}]
+    lines = cards.comparisons_card(tests)
+    assert lines == ["3 pairs cannot be told apart on any task they share (Holm-adjusted, alpha 0.05): "
+                     "base / x (1 task); base / y (1 task); base / z (2 tasks)."]
+    strong = {**row, "model_a": "base", "model_b": "w", "difference": 0.3, "p_holm": 0.001}
+    lines = cards.comparisons_card(tests + [strong])
+    assert lines[0] == "base is better than w on 1 of 1 task(s) (Holm-adjusted); no difference shown on 0."
+    assert lines[1].startswith("3 pairs cannot be told apart") and len(lines) == 2
+
+
 def test_task_card_names_n_of_items_the_baseline_and_the_flags():
     m = {"value": 1.0, "ci_low": 0.76, "ci_high": 1.0, "n": 12}
     text = cards.task_card(_results(), "judge_voting", m)

@@ -120,7 +120,8 @@ def test_ordinary_variable_names_are_accepted(name):
 
 @pytest.mark.parametrize("name, folder", [("smollm2-135m-instruct", "smollm2-135m-instruct"),
                                           ("Qwen2.5-7B", "Qwen2.5-7B"), ("Org/Model-7B", "Org__Model-7B"),
-                                          ("../../etc", "_..__..__etc"), ("..", "_.."), ("a b", "a_b")])
+                                          ("../../etc", "_..__..__etc"), ("..", "_.."), ("a b", "a_b"),
+                                          ("smollm2 · 5-shot", "smollm2_5-shot")])
 def test_names_that_become_folders_are_made_safe_and_safe_names_stay(tmp_path, name, folder):
     from evekit.paths import safe_name
 
