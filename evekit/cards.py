@@ -23,7 +23,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from evekit.naming import configuration_name
 
 __all__ = ["KAPPA_BAR", "Flag", "judge_flags", "position_bias_flag", "degenerate_judge_flag", "flags_text",
-           "MARK", "task_card", "comparison_card", "comparisons_card", "win_rate_card", "ranks_text", "fmt_ci"]
+           "MARK", "n_of", "task_card", "comparison_card", "comparisons_card", "win_rate_card", "ranks_text", "fmt_ci"]
 
 KAPPA_BAR = 0.4  # the validated kappa below which a judge's scores are flagged (as judges.validation warns)
 MARK = "\u26a0"  # ⚠, beside a flagged number
@@ -114,6 +114,18 @@ def flags_text(flags: Sequence[Flag]) -> str:
     return " ".join(f"{f.mark} {f.text[0].upper()}{f.text[1:]}." for f in flags)
 
 
+def n_of(results: Mapping[str, Any], n: Any, *, items: int | None = None) -> str:
+    """The n behind a number and what it is out of: '12', '10 of 12' (items failed or abstained),
+    '12 of 56' (`limit` ran the first 12 of the set's 56), '10 of 12 (limit: 12 of 56)'. The items
+    are `n_items` (an item answered k times under repeats counts once), else the rows."""
+    total = items or results.get("n_items") or results.get("n")
+    available = _num(results.get("n_available"))
+    text = f"{n}" if not total or n == total else f"{n} of {total}"
+    if available and total and available > total:
+        text += f" of {int(available)}" if n == total else f" (limit: {total} of {int(available)})"
+    return text
+
+
 # -- verdict cards -----------------------------------------------------------------------------
 def task_card(results: Mapping[str, Any], metric: str, m: Mapping[str, Any] | None, *,
               label: str | None = None, better: str = "higher", items: int | None = None) -> str:
@@ -123,8 +135,7 @@ def task_card(results: Mapping[str, Any], metric: str, m: Mapping[str, Any] | No
     task = results.get("task")
     if not m or _num(m.get("value")) is None:
         return f"{task} · {who}: no {metric} value ({int(results.get('n_failed') or 0)} items failed; see the failures)."
-    n, total = m.get("n"), items or results.get("n")
-    of = f"n = {n} of {total}" if total and n != total else f"n = {n}"
+    of = "n = " + n_of(results, m.get("n"), items=items)
     parts = [f"{task} · {who}: {metric} {fmt_ci(m.get('value'), m.get('ci_low'), m.get('ci_high'))}, {of} "
              f"({better} is better)."]
     base = (results.get("baselines") or {}).get("most_frequent")

@@ -69,6 +69,17 @@ def test_task_card_names_n_of_items_the_baseline_and_the_flags():
     assert "does not beat it" in cards.task_card(res, "acc", acc)
 
 
+def test_n_says_what_it_is_out_of_items_not_answers_and_the_set_limit_cut():
+    res = {"task": "open_ended", "model": "m", "n": 12, "n_items": 12, "n_available": 56}
+    assert cards.n_of(res, 12) == "12 of 56"
+    assert cards.n_of(res, 10) == "10 of 12 (limit: 12 of 56)"
+    # three repeats: 90 rows, 30 items; the metric's n is items
+    assert cards.n_of({"n": 90, "n_items": 30}, 30) == "30"
+    assert cards.n_of({"n": 12}, 12) == "12" and cards.n_of({"n": 12}, 11) == "11 of 12"
+    m = {"value": 0.5, "ci_low": 0.2, "ci_high": 0.8, "n": 12}
+    assert "n = 12 of 56 (higher is better)" in cards.task_card(res, "acc", m)
+
+
 def test_ranks_print_ties_as_ties():
     rows = [{"model": "a", "rank": 1}, {"model": "b", "rank": 1}, {"model": "c", "rank": 3}]
     assert cards.ranks_text(rows) == "1= a, b; 3. c"

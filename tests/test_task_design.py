@@ -284,3 +284,20 @@ def test_evekit_plan_counts_the_extra_calls_as_a_run_sends_them(tmp_path):
     run = _run(tmp_path, client, **{k: v for k, v in params.items() if k != "api_key_env"})
     run.generate()
     assert int(table["to_send"].sum()) == len(client.calls) == 7 * 3 + 7
+
+
+def test_the_card_and_the_index_count_items_not_answers_out_of_the_set_limit_cut(tmp_path):
+    from evekit.runs.records import read_run_record
+    from evekit.runs.task.kind import card, index_row
+
+    run = _run(tmp_path, ScriptedClient(lambda r: "A"), permutations=3)  # 3 answers per item
+    run.generate()
+    out = run.save()
+    results = json.loads((out / "results.json").read_text())
+    n_set = len(MCQ.read_text().splitlines())
+    assert (results["n"], results["n_items"], results["n_available"]) == (36, 12, n_set)
+    assert (out / "run.json").is_file()  # save() writes the run record the index reads
+    record = read_run_record(out / "run.json")
+    assert results["metrics"]["acc"]["n"] == 12
+    assert f"12 of {n_set}" in index_row(record, results).cells
+    assert f"n = 12 of {n_set} (higher is better)" in card(record)

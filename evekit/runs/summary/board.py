@@ -141,7 +141,7 @@ def leaderboard(entries: list[Entry]) -> pd.DataFrame:
             "value": None if m is None else m["value"],
             "ci_low": None if m is None else m.get("ci_low"),
             "ci_high": None if m is None else m.get("ci_high"),
-            "n": e.results["n"] if m is None else m.get("n", e.results["n"]), "items": e.results["n"],
+            "n": e.results["n"] if m is None else m.get("n", e.results["n"]), "items": e.results.get("n_items", e.results["n"]),
             "unparsed": e.results.get("n_unparsed", 0), "failed": e.results.get("n_failed", 0),
             # why the number is not to be read at face value (cards.judge_flags): the CSV column
             "trust": ", ".join(f.kind for f in headline_flags(e.results)),

@@ -5,7 +5,7 @@ import json
 from pathlib import Path
 from typing import Any, Mapping
 
-from evekit.cards import judge_flags, task_card
+from evekit.cards import judge_flags, n_of, task_card
 from evekit.metrics import METRICS
 from evekit.naming import configuration_name
 from evekit.report import format_metric
@@ -25,8 +25,7 @@ CUSTOM_NOTEBOOK = "custom_task"
 def _metric_n(res: dict[str, Any], m: dict[str, Any] | None) -> str:
     """The n behind the headline metric (failed items and abstentions left out), and the item count
     when it differs."""
-    n = res["n"] if m is None else m.get("n", res["n"])
-    return f"{n}" if n == res["n"] else f"{n} of {res['n']}"
+    return n_of(res, res.get("n_items", res["n"]) if m is None else m.get("n", res.get("n_items", res["n"])))
 
 
 def _failed_cell(res: dict[str, Any]) -> str:

@@ -242,6 +242,7 @@ class TaskRun(NotebookRun):
                                 config=self.task.config, group_by=c.group_by, cluster_by=c.cluster_by,
                                 **self._mapping())
         self.base_items = pool[: c.limit] if c.limit else pool
+        self.n_available = len(pool)  # the split's items before `limit` (the cards' "n of N")
         if c.fewshot_split:  # shots from another split (EuroEval's train split) or another file
             shots_from = str(resolve_path(c.fewshot_split)) if Path(c.fewshot_split).suffix else dataset
             split = self.split if Path(c.fewshot_split).suffix else c.fewshot_split
@@ -1114,6 +1115,9 @@ class TaskRun(NotebookRun):
     def _extra(self) -> dict[str, Any]:
         """results.json keys beyond the metrics: judges, `baselines`, `by_group`."""
         extra = dict(self._judge_extra() or {})
+        extra["n_items"] = len(self.base_items)  # `n` counts rows: k per item under repeats
+        if getattr(self, "n_available", 0) > len(self.base_items):
+            extra["n_available"] = self.n_available
         base = self.baselines()
         if base:
             extra["baselines"] = base
