@@ -52,6 +52,7 @@ __all__ = [
     "judge_case_fields",
     "HALLUCINATION_LEVELS",
     "SPAN_MAX_TOKENS",
+    "span_max_tokens",
     "level_metrics",
     "gold_spans",
     "span_request",
@@ -1029,8 +1030,10 @@ def judge_case_fields(task: Task | str, item: Item, response: str) -> dict[str, 
 # Mu-SHROOM's official scorer scores them (`evekit.spans` holds the definitions)
 
 HALLUCINATION_LEVELS = spans.LEVELS
-# The span reply is a JSON list of copied phrases: more than the binary level's 100 tokens.
+# The span reply is a JSON list of copied phrases: more than the binary level's 100 tokens, and
+# never more than `span_max_tokens` gives for the longest answer asked about.
 SPAN_MAX_TOKENS = 512
+SPAN_MIN_TOKENS = 128
 _HARD_SPAN_METRICS = ("hard_iou", "span_precision", "span_recall", "span_f1")
 _SOFT_SPAN_METRICS = ("hard_iou", "soft_spearman", "span_precision", "span_recall", "span_f1")
 # The span call's own columns in samples.csv (at level `all` the unprefixed ones are the binary call's).
@@ -1106,6 +1109,17 @@ def _span_ask(items: Sequence[Item], level: str, *, api: Api, temperature: float
     return messages, {"schema": spans.reply_schema(level), "max_tokens": max_tokens, "temperature": temperature,
                       "name": "spans", "normalize": spans.normalize_reply, "api": api,
                       "request_schema": spans.reply_schema(level, request=True)}
+
+
+def span_max_tokens(items: Sequence[Item]) -> int:
+    """The span call's max_tokens for these items: the phrases are copied from the answer, so a
+    reply needs about the answer's own length (a token per ~2 characters, generous for JSON
+    quoting and many short spans) plus the JSON around it (96 tokens), within [SPAN_MIN_TOKENS,
+    SPAN_MAX_TOKENS]. Small models that repeat one phrase until cut off stop there, not at 512
+    (the demo's span calls took 536 s of its 934, 16 of 26 at the cap). One bound for the whole
+    run, so the plan, the sent requests and model_outputs.jsonl agree."""
+    longest = max((len(str(it.fields.get("answer") or "")) for it in items), default=0)
+    return max(SPAN_MIN_TOKENS, min(SPAN_MAX_TOKENS, 96 + (longest + 1) // 2))
 
 
 def span_request(item: Item, level: str = "soft_spans", *, api: Api = "chat", temperature: float = 0.0,

@@ -108,3 +108,22 @@ def test_level_is_refused_on_other_tasks_and_plan_counts_the_span_calls(tmp_path
     path.write_text(yaml.safe_dump(params))
     table = plan.plan_table(plan.plan_files([path]))
     assert int(table["to_send"].sum()) == 10
+
+
+def test_the_span_call_is_bounded_by_the_longest_answer_and_sent_as_planned(tmp_path):
+    rows = [json.loads(line) for line in DATA.read_text().splitlines()][:12]
+    longest = max(len(r["Answer"]) for r in rows)
+    client = ScriptedClient(_respond)
+    run = _run(tmp_path, "hard_spans", client)
+    expected = max(128, min(512, 96 + (longest + 1) // 2))
+    assert run.span_max_tokens == expected < 512
+    assert {r.max_tokens for r in run.span_requests} == {expected}
+    run.generate()
+    assert {call.max_tokens for call in client.calls} == {expected}
+    assert json.loads((run.save() / "results.json").read_text())["span_max_tokens"] == expected
+    # an answer of 2,000 characters asks for the cap, a one-word answer for the floor
+    from evekit import tasks
+    long_item, short_item = (type(run.items[0])(**{**run.items[0].__dict__,
+                                                   "fields": {**run.items[0].fields, "answer": a}})
+                             for a in ("x" * 2000, "yes"))
+    assert tasks.span_max_tokens([long_item]) == 512 and tasks.span_max_tokens([short_item]) == 128

@@ -104,6 +104,7 @@ class TaskRun(NotebookRun):
             self.task = tasks.level_task(self.task, self.level)
         self.span_results: list[Any] = []
         self.span_requests: list[Any] = []
+        self.span_max_tokens = tasks.SPAN_MAX_TOKENS  # set from the items by load (tasks.span_max_tokens)
         self.logprob_requests: list[Any] = []
         self.logprob_results: list[Any] = []  # GenerationResult per item when log-probabilities are scored
         self.items: list[Any] = []
@@ -251,8 +252,9 @@ class TaskRun(NotebookRun):
         self._check_design()
         self.items, self.requests = self._design_requests(self.base_items, pool)
         if self.level != "binary":  # the span question, as ask_spans first sends it
-            self.span_requests = [tasks.span_request(it, self.level, api=c.api, temperature=c.temperature)
-                                  for it in self.items]
+            self.span_max_tokens = tasks.span_max_tokens(self.items)
+            self.span_requests = [tasks.span_request(it, self.level, api=c.api, temperature=c.temperature,
+                                                     max_tokens=self.span_max_tokens) for it in self.items]
             if self.level != "all":
                 self.requests = self.span_requests
         if c.choices_only:  # the same items and shots with the question withheld
@@ -381,7 +383,8 @@ class TaskRun(NotebookRun):
         c = self.config
 
         def send(client: Any, desc: str, _: Any = None) -> list[Any]:
-            return tasks.ask_spans(client, self.items, self.level, api=c.api, temperature=c.temperature, desc=desc)
+            return tasks.ask_spans(client, self.items, self.level, api=c.api, temperature=c.temperature,
+                                   max_tokens=self.span_max_tokens, desc=desc)
 
         return CallStep(SPANS, tuple(self.span_requests), tuple(self.items), send, structured=True, label=" (spans)")
 
@@ -1139,6 +1142,7 @@ class TaskRun(NotebookRun):
                 extra["position_preference"] = pref.reset_index().to_dict("records")
         if self.level != "binary":
             extra["level"] = self.level
+            extra["span_max_tokens"] = self.span_max_tokens
             extra["span_counts"] = tasks.span_counts(self.samples)
             extra["span_baselines"] = self.span_baselines()
         design = self.design
