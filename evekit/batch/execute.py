@@ -59,6 +59,10 @@ def _register_atomic_notebooks() -> None:
 # leaves a whole notebook at most SAVE_EVERY seconds older. The progress lines read it every 30 s.
 THROTTLED_ENGINE = "evekit-throttled"
 SAVE_EVERY = 1.0
+# The cell each running notebook is in, keyed by its executed notebook's path, set by the engine
+# below at every cell's start: a throttled save may skip the start of a long cell, so the progress
+# lines read this first and the file only when the notebook runs elsewhere.
+LIVE_CELL: dict[str, tuple[int, int]] = {}
 
 
 def _throttled_engine() -> type:
@@ -77,8 +81,15 @@ def _throttled_engine() -> type:
                 super().save()
                 self._last_write = time.monotonic()
 
+        def cell_start(self, cell: Any, cell_index: int | None = None, **kwargs: Any) -> None:
+            if self.output_path and cell_index is not None:
+                LIVE_CELL[self.output_path[len(ATOMIC_SCHEME):]] = (cell_index + 1, len(self.nb.cells))
+            super().cell_start(cell, cell_index, **kwargs)
+
         def notebook_complete(self, **kwargs: Any) -> None:
             self._final = True  # its closing save always writes
+            if self.output_path:
+                LIVE_CELL.pop(self.output_path[len(ATOMIC_SCHEME):], None)
             super().notebook_complete(**kwargs)
 
     class ThrottledEngine(NBClientEngine):  # type: ignore[misc]
@@ -183,7 +194,7 @@ class ProgressReporter:
     def _loop(self) -> None:
         last: tuple[int, int] | None = None
         while not self._stop.wait(self.every):
-            last = notebook_progress(self.executed) or last
+            last = LIVE_CELL.get(str(self.executed)) or notebook_progress(self.executed) or last
             where = f", cell {last[0]} of {last[1]}" if last and last[0] else ", starting the kernel"
             print(f"{self.prefix}  … {self.label}: {format_elapsed(time.monotonic() - self._started)}{where}", flush=True)
 
