@@ -238,14 +238,15 @@ def main(argv: list[str] | None = None) -> int:
     export.add_argument("--out", required=True, help="the Batch input file to write (.jsonl)")
     export.add_argument("--model", default=None, help="only the calls to this model (one model per hosted batch)")
     export.set_defaults(func=_batch)
-    imp = batch_sub.add_parser("import", help="load a Batch output file into the runs' caches",
+    # The Batch output file comes before the parameter files, so it is a parent ahead of `files`
+    # (a parent's positionals keep their order) rather than a second copy of `files`' arguments.
+    results = argparse.ArgumentParser(add_help=False)
+    results.add_argument("results", help="the Batch output file (.jsonl)")
+    imp = batch_sub.add_parser("import", parents=[results, files], help="load a Batch output file into the runs' caches",
                                description="Load a Batch output file (lines in any order) into the caches of "
-                                           "the runs; a failed line is recorded so that the run shows that "
-                                           "item as failed with the batch's error, and a later export lists "
-                                           "it again.")
-    imp.add_argument("results", help="the Batch output file (.jsonl)")
-    imp.add_argument("params", nargs="+", help="the parameter files whose calls were exported")
-    imp.add_argument("--notebooks-dir", default=None, help="where the notebooks are (default: the repo's)")
+                                           "the runs named by the parameter files whose calls were exported; "
+                                           "a failed line is recorded so that the run shows that item as "
+                                           "failed with the batch's error, and a later export lists it again.")
     imp.set_defaults(func=_batch)
 
     init = sub.add_parser("init", help="write a complete set of parameter files for your endpoint",

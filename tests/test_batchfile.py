@@ -379,6 +379,25 @@ def test_batch_commands_say_which_round_is_next(tmp_path, capsys):
         cli.main(["batch", "export", *files])
 
 
+@pytest.mark.parametrize("where", ["before", "between", "after"])
+def test_batch_import_reads_the_results_then_the_files_and_the_notebooks_folder(tmp_path, monkeypatch, where):
+    # `batch import` shares the other commands' parameter-file arguments (one parent parser): the
+    # Batch output file stays first, and --notebooks-dir is read wherever it stands.
+    files = [str(f) for f in write_params(tmp_path / "p", "${EVEKIT_SERVER_URL}", tmp_path / "cache",
+                                          tasks=("open_ended",))]
+    seen = {}
+    monkeypatch.setattr(batchfile, "main_import",
+                        lambda results, params, notebooks_dir=None: seen.update(
+                            results=results, params=params, notebooks_dir=notebooks_dir) or 0)
+    flag = ["--notebooks-dir", str(tmp_path / "nb")]
+    argv = {"before": [*flag, "out.jsonl", *files], "between": ["out.jsonl", *flag, *files],
+            "after": ["out.jsonl", *files, *flag]}[where]
+    assert cli.main(["batch", "import", *argv]) == 0
+    assert seen == {"results": "out.jsonl", "params": files, "notebooks_dir": str(tmp_path / "nb")}
+    with pytest.raises(SystemExit):  # the parameter files are required
+        cli.main(["batch", "import", "out.jsonl"])
+
+
 @pytest.mark.integration
 def test_plan_counts_the_calls_a_run_sends_to_the_embedded_server(embedded_server, tmp_path):
     """Against the real llama.cpp server: the model calls are exactly the plan's; the judge calls are
