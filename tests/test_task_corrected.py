@@ -86,6 +86,32 @@ def test_expert_labels_correct_every_judged_score_and_become_the_headline(tmp_pa
     assert (saved / "corrected.png").stat().st_size > 0
 
 
+def test_with_a_judge_validation_its_figures_stand_beside_the_agreement_on_this_tasks_labels(tmp_path, stubs):
+    sheet, _, _ = _labelled_sheet(tmp_path, stubs)
+    validated = {"strict": (0.9, 0.85, 0.95, 0.7, 0.55, 0.82, 60), "vote": (0.8, 0.7, 0.87, 0.5, 0.3, 0.68, 60)}
+    table = [{"judge": j, "n": n, "accuracy": a, "accuracy_ci_low": alo, "accuracy_ci_high": ahi, "kappa": k,
+              "kappa_ci_low": klo, "kappa_ci_high": khi} for j, (a, alo, ahi, k, klo, khi, n) in validated.items()]
+    path = tmp_path / "validation.json"                              # "warm" was not validated
+    path.write_text(json.dumps({"kind": "judge_validation", "judge_kind": "fact_check", "table": table}))
+    plain = _run(tmp_path, stubs, expert_labels=str(sheet)).label_agreement()
+    run = _run(tmp_path, stubs, expert_labels=str(sheet), judge_validation=str(path))
+    got = run.label_agreement()
+    # this task's own agreement is unchanged; the validated figures are the validation's own numbers
+    pd.testing.assert_frame_equal(got[plain.columns], plain)
+    for judge, (a, alo, ahi, k, klo, khi, n) in validated.items():
+        assert tuple(got.loc[judge, ["validated_accuracy", "validated_accuracy_ci_low", "validated_accuracy_ci_high",
+                                     "validated_kappa", "validated_kappa_ci_low", "validated_kappa_ci_high"]]) == (
+            a, alo, ahi, k, klo, khi)
+        assert got.loc[judge, "validated_n"] == n
+    assert got.loc["warm", ["validated_accuracy", "validated_kappa"]].isna().all() and pd.isna(got.loc["warm", "validated_n"])
+    cols = list(got.columns)                                     # each validated rate right after this task's
+    assert cols[cols.index("accuracy_ci_high") + 1] == "validated_accuracy"
+    assert cols[cols.index("kappa_ci_high") + 1] == "validated_kappa"
+    shown = run.corrected_scores()
+    assert shown.loc["strict", "validated_kappa"] == 0.7 and shown.loc["warm", "validated_kappa"] == "–"
+    assert "validated_accuracy" not in plain.columns
+
+
 def test_other_labels_give_another_corrected_score(tmp_path, stubs):
     sheet, _, filled = _labelled_sheet(tmp_path, stubs, flip=False)
     agreeing = _run(tmp_path, stubs, expert_labels=str(sheet)).compute_metrics()["judge_voting_ppi"]
