@@ -244,3 +244,56 @@ def test_evekit_plan_says_how_many_labels_a_target_half_width_needs(tmp_path, ca
     assert f"{upper:.2f}" in planned.labels and "judge validation" in planned.labels
     with pytest.raises(ParameterError, match="expert_labels_target"):
         TaskRun.from_notebook({**params, "expert_labels_target": 0.7})
+
+
+# -- the demo's sheet -----------------------------------------------------------------------------
+
+
+def test_the_demo_sheet_corrects_the_recorded_demo_run_far_below_its_judges(tmp_path):
+    """data/expert_labels/open_ended_demo.csv against the demo's open_ended run (params/demo/open_ended.yaml),
+    replayed from the recorded cache: the sheet is that run's recorded draw, and its 8 FAIL labels put the
+    corrected score far below the tiny judges' 1.0 (data/README.md: 0.0 [0, 0.32] against 1.0 [0.76, 1.0])."""
+    import shutil
+
+    from evekit.batch.paramfiles import load_params
+    from evekit.labels import draw_ids, read_sheet, run_items
+
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    for f in (ROOT / "tests/fixtures/recorded_cache").glob("*.jsonl"):
+        shutil.copy(f, cache / f.name)
+    params = load_params(ROOT / "params/demo/open_ended.yaml", server_url="http://127.0.0.1:9/v1")
+    assert params["expert_labels"] == "data/expert_labels/open_ended_demo.csv"
+    params.pop("judge_validation")  # the demo batch's own judge validation, written by `make demo`: not here
+    run = TaskRun.from_notebook({**params, "task": "open_ended", "offline": True, "cache_dir": str(cache),
+                                 "output_dir": str(tmp_path / "out"), "run_name": "recorded"})
+    run.load()
+    run.generate()
+    run.judge()
+    assert run.usage.requests == 0                                    # every answer and verdict replayed
+    metrics = run.compute_metrics()
+    saved = run.save()
+    # The sheet is the recorded draw of this very run: its ids are what n = 8, seed 0 draws from this
+    # run's 12 items, and every labelled answer is this run's answer (none left out with a note).
+    # (The record's source_sha256 is of samples.csv as written on 2026-12-02; columns were added to
+    # samples.csv since, so the bytes differ: the proof is the re-draw and the answers, not the hash.)
+    sheet = ROOT / params["expert_labels"]
+    draw = json.loads(sheet.with_name(sheet.name + ".draw.json").read_text())
+    items, kind, group_by, _ = run_items(saved)
+    assert kind == "pointwise" and group_by is None and len(items) == draw["items"] == 12
+    assert draw_ids(items, draw["n"], draw["seed"])[0] == draw["ids"]
+    rows = read_sheet(sheet, saved)
+    assert list(rows["id"]) == draw["ids"] and len(rows) == draw["n"] == 8 and not rows.attrs["notes"]
+    assert set(rows["id"]) <= set(run.samples["doc_id"].astype(str))
+    assert (rows["score"] == 0).all()                                  # every labelled answer FAILs
+    raw, fixed = metrics["judge_voting"], metrics["judge_voting_ppi"]
+    assert run.headline == "judge_voting_ppi" and fixed["n_labels"] == 8 and fixed["raw"] == "judge_voting"
+    assert (raw["value"], round(raw["ci_low"], 2), raw["ci_high"]) == (1.0, 0.76, 1.0)
+    assert (fixed["value"], fixed["ci_low"], round(fixed["ci_high"], 2)) == (0.0, 0.0, 0.32)
+    assert fixed["ci_high"] < raw["ci_low"]                            # far below: the intervals do not meet
+    # the labels alone say the same: 0 of 8 (Wilson)
+    assert fixed["labels_only"]["value"] == 0.0 and fixed["labels_only"]["n"] == 8
+    agreement = run.label_agreement()
+    assert (agreement["accuracy"] == 0.0).all() and list(agreement["n"]) == [8, 8, 8]
+    results = json.loads((saved / "results.json").read_text())
+    assert results["metrics"]["judge_voting_ppi"]["value"] == 0.0
