@@ -201,11 +201,45 @@ def test_expert_labels_correct_the_win_rate_of_a_comparison(tmp_path):
                         clients=Scripted(by_quality).clients(["j1", "j2"]))
     run.load()
     run.judge()
-    table = run.corrected_scores()
+    table = run.corrected_table()
     raw = table.loc[("a_vs_b", "alpaca_win_rate_a (raw vote)"), "value"]
     fixed = table.loc[("a_vs_b", "alpaca_win_rate_a_ppi")]
     assert fixed["value"] < raw and fixed["n_labels"] == 10
     assert table.loc[("a_vs_b", "alpaca_win_rate_a (labels only)"), "value"] == 0.0
+    # Each judge and the vote against the labels: accuracy (Wilson) and kappa over A / B / tie, with
+    # intervals, equal to statsmodels' and scikit-learn's on the same verdicts.
+    from sklearn.metrics import cohen_kappa_score
+    from statsmodels.stats.proportion import proportion_confint
+
+    agreement = run.label_agreement()
+    assert list(agreement.index) == [("a_vs_b", "j1"), ("a_vs_b", "j2"), ("a_vs_b", "vote")]
+    comp = run.comparisons[0]
+    letters = {"a": "A", "b": "B", "tie": "tie"}
+    outcomes = comp.outcomes.set_axis(comp.outcomes.index.astype(str))
+    gold = list(filled["label"])
+    for judge in ("j1", "j2"):
+        said = [letters[v] for v in outcomes.loc[list(filled["id"]), judge]]
+        row = agreement.loc[("a_vs_b", judge)]
+        k = sum(s == g for s, g in zip(said, gold))
+        assert row["n"] == 10 and row["accuracy"] == pytest.approx(k / 10)
+        assert (row["accuracy_ci_low"], row["accuracy_ci_high"]) == pytest.approx(proportion_confint(k, 10, method="wilson"))
+        if len(set(said) | set(gold)) > 1 and len(set(said)) > 1:
+            assert row["kappa"] == pytest.approx(cohen_kappa_score(said, gold))
+    vote = agreement.loc[("a_vs_b", "vote")]
+    assert vote["accuracy"] == pytest.approx(fixed["agreement_with_labels"])
+    # kappa on labels of every kind (the sheet above is all B, where kappa says little)
+    from evekit.runs.win_rate import corrected
+
+    ids = [str(i) for i in range(30)]
+    mixed = pd.Series([(1.0, 0.0, 0.5)[i % 3] for i in range(30)], index=ids)
+    table = corrected.judges_against_labels(comp, mixed).set_index("judge")
+    gold = [("A", "B", "tie")[i % 3] for i in range(30)]
+    for judge in ("j1", "j2"):
+        said = [letters[v] for v in outcomes.loc[ids, judge]]
+        assert table.loc[judge, "kappa"] == pytest.approx(cohen_kappa_score(said, gold))
+        assert table.loc[judge, "kappa_ci_low"] <= table.loc[judge, "kappa"] <= table.loc[judge, "kappa_ci_high"]
+    shown = run.corrected_scores()                                      # the notebook's cell: the same table
+    assert list(shown.index) == list(agreement.index) and "kappa_ci_high" in shown.columns
     saved = json.loads((run.save()[0] / "metrics.json").read_text())
     assert saved["corrected"]["metric"]["value"] == pytest.approx(fixed["value"], abs=1e-4)
     with pytest.raises(ParameterError, match="several comparisons"):
@@ -214,7 +248,7 @@ def test_expert_labels_correct_the_win_rate_of_a_comparison(tmp_path):
                              clients=Scripted(by_quality).clients(["j1", "j2"]))
         run2.load()
         run2.judge()
-        run2.corrected_scores()
+        run2.corrected_table()
 
 
 def test_evekit_plan_says_how_many_labels_a_target_half_width_needs(tmp_path, capsys):
