@@ -229,7 +229,8 @@ def judge_pass_rates(metrics: dict[str, dict], judge_names: Sequence[str], *, ti
 def leaderboard_chart(board: pd.DataFrame) -> Figure:
     """One panel per task, each on its own metric's scale (named in the panel's title): each model's
     headline value as a point with its 95% interval, models named beside their points; a flagged
-    number (the board's `trust` column) carries ⚠ and its flags."""
+    number (the board's `trust` column) carries ⚠ and its flags. A headline corrected by expert labels
+    has the raw judge score it corrects (`raw_value`) drawn just below it as a hollow grey point."""
     from evekit.metrics import METRICS
 
     tasks = list(dict.fromkeys(board["task"]))
@@ -246,6 +247,12 @@ def leaderboard_chart(board: pd.DataFrame) -> Figure:
         for i, r in rows.iterrows():
             ax.errorbar(v[i], y[i], xerr=[[v[i] - lo[i]], [hi[i] - v[i]]], fmt="o", color=palette[r["model"]],
                         ecolor="black", elinewidth=1, capsize=3)
+            raw = r.get("raw_value")
+            if raw is not None and pd.notna(raw):  # the judges' own score under its correction
+                rlo, rhi = (float(r.get(k)) if pd.notna(r.get(k)) else float(raw) for k in ("raw_ci_low", "raw_ci_high"))
+                ax.errorbar(float(raw), y[i] + 0.25, xerr=[[max(float(raw) - rlo, 0.0)], [max(rhi - float(raw), 0.0)]], fmt="o",
+                            mfc="none", color="grey", ecolor="grey", elinewidth=1, capsize=2, markersize=4,
+                            label=f"raw {r.get('raw_metric')} (before the expert-label correction)")
         flags = rows["trust"].fillna("") if "trust" in rows else pd.Series([""] * len(rows))
         ax.set_yticks(y, [f"{m}  \u26a0 {f}" if f else str(m) for m, f in zip(rows["model"], flags)], fontsize=8)
         ax.invert_yaxis()
@@ -256,6 +263,10 @@ def leaderboard_chart(board: pd.DataFrame) -> Figure:
         ax.set_title(f"{task}: {metric}{better}, 95% CI", fontsize=9, loc="left")
         ax.grid(axis="x", alpha=0.3)
         ax.set_ylim(len(rows) - 0.5, -0.5)
+        handles, names = ax.get_legend_handles_labels()
+        if handles:
+            keep = dict(zip(names, handles))
+            ax.legend(keep.values(), keep.keys(), fontsize=7, loc="best")
     fig.tight_layout()
     return fig
 

@@ -169,7 +169,9 @@ def build(task: str, spec: dict, *, intro: str | None = None, params: str | None
             new_markdown_cell("## Judge-corrected scores\nA judge's pass rate carries its errors. With "
                               "`expert_labels` (a random draw of this run's items, `evekit label sample`, "
                               "labelled by an expert) each judged score is also given corrected by "
-                              "prediction-powered inference (`_ppi`), beside the labels alone; with only "
+                              "prediction-powered inference (`_ppi`), beside the labels alone, then the "
+                              "judges' agreement with the labels (with `judge_validation`, the validation "
+                              "set's accuracy and kappa beside it: `validated_*`); with only "
                               "`judge_validation`, corrected by the validated sensitivity and specificity "
                               "(`_rg`, assuming the judge errs here as it did there)."),
             code("run.corrected_scores()"),
@@ -254,7 +256,9 @@ def build_summary() -> nbformat.NotebookNode:
         new_markdown_cell("## Are two models different?\nOn the items both answered: McNemar's exact test "
                           "with a Bonett-Price 95% interval of the difference for 0/1 scores, a sign-flip "
                           "permutation test with a BCa interval otherwise; `p_holm` adjusts the p-values for "
-                          "testing every pair (Holm)."),
+                          "testing every pair (Holm). A headline corrected by expert labels is compared on its "
+                          "raw verdicts (`metric` names them): a corrected paired difference needs an expert's "
+                          "labels of both models' answers to the same items."),
         code("run.paired_tests()"),
         new_markdown_cell("## What can this many items detect?\nFor each task, the smallest difference in "
                           "its headline metric that a paired test of two models detects with 80% power at alpha "
@@ -467,7 +471,7 @@ def build_win_rate() -> nbformat.NotebookNode:
         new_markdown_cell("## Judge-corrected win rate\n\nWith `expert_labels` (an expert's A / B / tie labels of a "
                           "random draw of a comparison's questions, `evekit label sample <comparison folder>`): the "
                           "vote's alpaca win rate of A corrected by prediction-powered inference, beside the labels "
-                          "alone."),
+                          "alone; then each judge's and the vote's accuracy and kappa against the labels."),
         code("run.corrected_scores()"),
         new_markdown_cell("## Plots\n\nShare of questions won, tied and lost per judge; position bias with its 95% "
                           "interval; how often each pair\nof judges agreed."),

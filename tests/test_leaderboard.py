@@ -192,3 +192,60 @@ def test_a_blank_cell_of_the_judges_kappa_heatmap_says_why():
     assert "undefined:\nboth said\nPASS throughout" in texts
     assert "no item\nboth voted on" in texts
     plt.close(ax.figure)
+
+
+def _judged_run(out, model, verdicts, labels_value, *, raw_ci=(0.3, 0.7)):
+    """A single-judge open_ended result whose headline is corrected by expert labels (llm_as_judge_ppi)."""
+    samples = pd.DataFrame({"doc_id": range(len(verdicts)), "judge_solo": verdicts, "judge_solo_method": "json_object"})
+    metrics = {"llm_as_judge": {"value": float(np.mean(verdicts)), "ci_low": raw_ci[0], "ci_high": raw_ci[1],
+                                "n": len(verdicts)},
+               "llm_as_judge_ppi": {"value": labels_value, "ci_low": labels_value - 0.1, "ci_high": labels_value + 0.1,
+                                    "n": len(verdicts), "n_labels": 8, "raw": "llm_as_judge"}}
+    write(out, model, "open_ended", metrics, samples, judges=["solo"])
+
+
+def test_a_corrected_headline_has_the_raw_judge_score_beside_it(tmp_path):
+    from statsmodels.stats.contingency_tables import mcnemar
+
+    rng = np.random.default_rng(3)
+    va, vb = rng.integers(0, 2, 40).astype(float), rng.integers(0, 2, 40).astype(float)
+    _judged_run(tmp_path, "a", va, 0.3)
+    _judged_run(tmp_path, "b", vb, 0.2, raw_ci=(0.35, 0.75))
+    acc_run(tmp_path, "a", [1.0, 0.0, 1.0])                       # a task without judges: no raw score
+    entries = lb.collect(tmp_path, ["run"])
+    board = lb.leaderboard(entries).set_index(["model", "task"])
+    row = board.loc[("a · run", "open_ended")]
+    assert row["metric"] == "llm_as_judge_ppi" and row["value"] == 0.3
+    assert (row["raw_metric"], row["raw_value"], row["raw_ci_low"], row["raw_ci_high"]) == (
+        "llm_as_judge", pytest.approx(va.mean()), 0.3, 0.7)
+    assert pd.isna(board.loc[("a · run", "mcqa_single_answer"), "raw_value"])
+    cols = list(lb.leaderboard(entries).columns)
+    assert cols[cols.index("ci_high") + 1: cols.index("ci_high") + 5] == lb.RAW_COLUMNS
+    wide = lb.leaderboard_wide(lb.leaderboard(entries))
+    assert wide.loc["a · run", "open_ended"].startswith(
+        f"0.300 [0.20, 0.40] (raw llm_as_judge {va.mean():.3f} [0.30, 0.70])")
+    assert "raw" not in wide.loc["a · run", "mcqa_single_answer"]
+    # The paired test compares the raw verdicts, names them, and says why under the table.
+    t = lb.paired_tests(entries).set_index("task").loc["open_ended"]
+    assert t["metric"] == "llm_as_judge" and "not the corrected headline llm_as_judge_ppi" in t["note"]
+    table = [[int(((va == 1) & (vb == 1)).sum()), int(((va == 1) & (vb == 0)).sum())],
+             [int(((va == 0) & (vb == 1)).sum()), int(((va == 0) & (vb == 0)).sum())]]
+    assert t["p_value"] == pytest.approx(mcnemar(table, exact=True).pvalue)
+    note = lb.paired_note(entries)
+    assert "raw verdicts" in note and "llm_as_judge for llm_as_judge_ppi" in note and "same items" in note
+    mdd = lb.detectable_differences(entries).set_index("task").loc["open_ended"]
+    assert mdd["metric"] == "llm_as_judge" and mdd["n"] == 40
+    from evekit import plots
+
+    fig = plots.leaderboard_chart(lb.leaderboard(entries))
+    labels = [t.get_text() for ax in fig.axes if ax.get_legend() for t in ax.get_legend().get_texts()]
+    assert labels == ["raw llm_as_judge (before the expert-label correction)"]
+
+
+def test_a_board_without_corrected_headlines_has_no_raw_columns(tmp_path):
+    acc_run(tmp_path, "a", [1.0, 0.0, 1.0])
+    acc_run(tmp_path, "b", [1.0, 1.0, 1.0])
+    entries = lb.collect(tmp_path, ["run"])
+    assert not set(lb.RAW_COLUMNS) & set(lb.leaderboard(entries).columns)
+    assert lb.paired_note(entries) is None
+    assert lb.leaderboard_wide(lb.leaderboard(entries)).loc["a · run", "mcqa_single_answer"] == "0.667 [0.10, 0.90]"

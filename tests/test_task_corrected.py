@@ -86,6 +86,32 @@ def test_expert_labels_correct_every_judged_score_and_become_the_headline(tmp_pa
     assert (saved / "corrected.png").stat().st_size > 0
 
 
+def test_with_a_judge_validation_its_figures_stand_beside_the_agreement_on_this_tasks_labels(tmp_path, stubs):
+    sheet, _, _ = _labelled_sheet(tmp_path, stubs)
+    validated = {"strict": (0.9, 0.85, 0.95, 0.7, 0.55, 0.82, 60), "vote": (0.8, 0.7, 0.87, 0.5, 0.3, 0.68, 60)}
+    table = [{"judge": j, "n": n, "accuracy": a, "accuracy_ci_low": alo, "accuracy_ci_high": ahi, "kappa": k,
+              "kappa_ci_low": klo, "kappa_ci_high": khi} for j, (a, alo, ahi, k, klo, khi, n) in validated.items()]
+    path = tmp_path / "validation.json"                              # "warm" was not validated
+    path.write_text(json.dumps({"kind": "judge_validation", "judge_kind": "fact_check", "table": table}))
+    plain = _run(tmp_path, stubs, expert_labels=str(sheet)).label_agreement()
+    run = _run(tmp_path, stubs, expert_labels=str(sheet), judge_validation=str(path))
+    got = run.label_agreement()
+    # this task's own agreement is unchanged; the validated figures are the validation's own numbers
+    pd.testing.assert_frame_equal(got[plain.columns], plain)
+    for judge, (a, alo, ahi, k, klo, khi, n) in validated.items():
+        assert tuple(got.loc[judge, ["validated_accuracy", "validated_accuracy_ci_low", "validated_accuracy_ci_high",
+                                     "validated_kappa", "validated_kappa_ci_low", "validated_kappa_ci_high"]]) == (
+            a, alo, ahi, k, klo, khi)
+        assert got.loc[judge, "validated_n"] == n
+    assert got.loc["warm", ["validated_accuracy", "validated_kappa"]].isna().all() and pd.isna(got.loc["warm", "validated_n"])
+    cols = list(got.columns)                                     # each validated rate right after this task's
+    assert cols[cols.index("accuracy_ci_high") + 1] == "validated_accuracy"
+    assert cols[cols.index("kappa_ci_high") + 1] == "validated_kappa"
+    shown = run.corrected_scores()
+    assert shown.loc["strict", "validated_kappa"] == 0.7 and shown.loc["warm", "validated_kappa"] == "–"
+    assert "validated_accuracy" not in plain.columns
+
+
 def test_other_labels_give_another_corrected_score(tmp_path, stubs):
     sheet, _, filled = _labelled_sheet(tmp_path, stubs, flip=False)
     agreeing = _run(tmp_path, stubs, expert_labels=str(sheet)).compute_metrics()["judge_voting_ppi"]
@@ -175,11 +201,45 @@ def test_expert_labels_correct_the_win_rate_of_a_comparison(tmp_path):
                         clients=Scripted(by_quality).clients(["j1", "j2"]))
     run.load()
     run.judge()
-    table = run.corrected_scores()
+    table = run.corrected_table()
     raw = table.loc[("a_vs_b", "alpaca_win_rate_a (raw vote)"), "value"]
     fixed = table.loc[("a_vs_b", "alpaca_win_rate_a_ppi")]
     assert fixed["value"] < raw and fixed["n_labels"] == 10
     assert table.loc[("a_vs_b", "alpaca_win_rate_a (labels only)"), "value"] == 0.0
+    # Each judge and the vote against the labels: accuracy (Wilson) and kappa over A / B / tie, with
+    # intervals, equal to statsmodels' and scikit-learn's on the same verdicts.
+    from sklearn.metrics import cohen_kappa_score
+    from statsmodels.stats.proportion import proportion_confint
+
+    agreement = run.label_agreement()
+    assert list(agreement.index) == [("a_vs_b", "j1"), ("a_vs_b", "j2"), ("a_vs_b", "vote")]
+    comp = run.comparisons[0]
+    letters = {"a": "A", "b": "B", "tie": "tie"}
+    outcomes = comp.outcomes.set_axis(comp.outcomes.index.astype(str))
+    gold = list(filled["label"])
+    for judge in ("j1", "j2"):
+        said = [letters[v] for v in outcomes.loc[list(filled["id"]), judge]]
+        row = agreement.loc[("a_vs_b", judge)]
+        k = sum(s == g for s, g in zip(said, gold))
+        assert row["n"] == 10 and row["accuracy"] == pytest.approx(k / 10)
+        assert (row["accuracy_ci_low"], row["accuracy_ci_high"]) == pytest.approx(proportion_confint(k, 10, method="wilson"))
+        if len(set(said) | set(gold)) > 1 and len(set(said)) > 1:
+            assert row["kappa"] == pytest.approx(cohen_kappa_score(said, gold))
+    vote = agreement.loc[("a_vs_b", "vote")]
+    assert vote["accuracy"] == pytest.approx(fixed["agreement_with_labels"])
+    # kappa on labels of every kind (the sheet above is all B, where kappa says little)
+    from evekit.runs.win_rate import corrected
+
+    ids = [str(i) for i in range(30)]
+    mixed = pd.Series([(1.0, 0.0, 0.5)[i % 3] for i in range(30)], index=ids)
+    table = corrected.judges_against_labels(comp, mixed).set_index("judge")
+    gold = [("A", "B", "tie")[i % 3] for i in range(30)]
+    for judge in ("j1", "j2"):
+        said = [letters[v] for v in outcomes.loc[ids, judge]]
+        assert table.loc[judge, "kappa"] == pytest.approx(cohen_kappa_score(said, gold))
+        assert table.loc[judge, "kappa_ci_low"] <= table.loc[judge, "kappa"] <= table.loc[judge, "kappa_ci_high"]
+    shown = run.corrected_scores()                                      # the notebook's cell: the same table
+    assert list(shown.index) == list(agreement.index) and "kappa_ci_high" in shown.columns
     saved = json.loads((run.save()[0] / "metrics.json").read_text())
     assert saved["corrected"]["metric"]["value"] == pytest.approx(fixed["value"], abs=1e-4)
     with pytest.raises(ParameterError, match="several comparisons"):
@@ -188,7 +248,7 @@ def test_expert_labels_correct_the_win_rate_of_a_comparison(tmp_path):
                              clients=Scripted(by_quality).clients(["j1", "j2"]))
         run2.load()
         run2.judge()
-        run2.corrected_scores()
+        run2.corrected_table()
 
 
 def test_evekit_plan_says_how_many_labels_a_target_half_width_needs(tmp_path, capsys):
@@ -218,3 +278,56 @@ def test_evekit_plan_says_how_many_labels_a_target_half_width_needs(tmp_path, ca
     assert f"{upper:.2f}" in planned.labels and "judge validation" in planned.labels
     with pytest.raises(ParameterError, match="expert_labels_target"):
         TaskRun.from_notebook({**params, "expert_labels_target": 0.7})
+
+
+# -- the demo's sheet -----------------------------------------------------------------------------
+
+
+def test_the_demo_sheet_corrects_the_recorded_demo_run_far_below_its_judges(tmp_path):
+    """data/expert_labels/open_ended_demo.csv against the demo's open_ended run (params/demo/open_ended.yaml),
+    replayed from the recorded cache: the sheet is that run's recorded draw, and its 8 FAIL labels put the
+    corrected score far below the tiny judges' 1.0 (data/README.md: 0.0 [0, 0.32] against 1.0 [0.76, 1.0])."""
+    import shutil
+
+    from evekit.batch.paramfiles import load_params
+    from evekit.labels import draw_ids, read_sheet, run_items
+
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    for f in (ROOT / "tests/fixtures/recorded_cache").glob("*.jsonl"):
+        shutil.copy(f, cache / f.name)
+    params = load_params(ROOT / "params/demo/open_ended.yaml", server_url="http://127.0.0.1:9/v1")
+    assert params["expert_labels"] == "data/expert_labels/open_ended_demo.csv"
+    params.pop("judge_validation")  # the demo batch's own judge validation, written by `make demo`: not here
+    run = TaskRun.from_notebook({**params, "task": "open_ended", "offline": True, "cache_dir": str(cache),
+                                 "output_dir": str(tmp_path / "out"), "run_name": "recorded"})
+    run.load()
+    run.generate()
+    run.judge()
+    assert run.usage.requests == 0                                    # every answer and verdict replayed
+    metrics = run.compute_metrics()
+    saved = run.save()
+    # The sheet is the recorded draw of this very run: its ids are what n = 8, seed 0 draws from this
+    # run's 12 items, and every labelled answer is this run's answer (none left out with a note).
+    # (The record's source_sha256 is of samples.csv as written on 2026-12-02; columns were added to
+    # samples.csv since, so the bytes differ: the proof is the re-draw and the answers, not the hash.)
+    sheet = ROOT / params["expert_labels"]
+    draw = json.loads(sheet.with_name(sheet.name + ".draw.json").read_text())
+    items, kind, group_by, _ = run_items(saved)
+    assert kind == "pointwise" and group_by is None and len(items) == draw["items"] == 12
+    assert draw_ids(items, draw["n"], draw["seed"])[0] == draw["ids"]
+    rows = read_sheet(sheet, saved)
+    assert list(rows["id"]) == draw["ids"] and len(rows) == draw["n"] == 8 and not rows.attrs["notes"]
+    assert set(rows["id"]) <= set(run.samples["doc_id"].astype(str))
+    assert (rows["score"] == 0).all()                                  # every labelled answer FAILs
+    raw, fixed = metrics["judge_voting"], metrics["judge_voting_ppi"]
+    assert run.headline == "judge_voting_ppi" and fixed["n_labels"] == 8 and fixed["raw"] == "judge_voting"
+    assert (raw["value"], round(raw["ci_low"], 2), raw["ci_high"]) == (1.0, 0.76, 1.0)
+    assert (fixed["value"], fixed["ci_low"], round(fixed["ci_high"], 2)) == (0.0, 0.0, 0.32)
+    assert fixed["ci_high"] < raw["ci_low"]                            # far below: the intervals do not meet
+    # the labels alone say the same: 0 of 8 (Wilson)
+    assert fixed["labels_only"]["value"] == 0.0 and fixed["labels_only"]["n"] == 8
+    agreement = run.label_agreement()
+    assert (agreement["accuracy"] == 0.0).all() and list(agreement["n"]) == [8, 8, 8]
+    results = json.loads((saved / "results.json").read_text())
+    assert results["metrics"]["judge_voting_ppi"]["value"] == 0.0

@@ -21,11 +21,13 @@ from evekit.runs.ranking.kind import KIND as RANKING
 from evekit.runs.records import RUN_RECORD, all_calls_failed, read_attempts, read_run_record, stale_reason, write_run_record
 from evekit.runs.summary.kind import KIND
 from evekit.runs.task.kind import KIND as TASK, headline_flags
+from evekit.runs.task.corrected import PPI_SUFFIX
 from evekit.runs.task.results import headline
 from evekit.demo import DEMO_MODEL_NOTE, demo_judge_note, demo_judges, is_demo_model
 
 __all__ = ["Entry", "collect", "leaderboard", "leaderboard_wide", "paired_tests", "detectable_differences",
-           "usage_totals", "save_summary", "verdicts", "demo_model_note", "rankings", "RANKING_COLUMNS"]
+           "usage_totals", "save_summary", "verdicts", "demo_model_note", "rankings", "RANKING_COLUMNS",
+           "RAW_COLUMNS", "raw_of", "PAIRED_RAW_NOTE"]
 
 _DECIMALS = 12
 
@@ -127,16 +129,32 @@ def demo_model_note(entries: list[Entry]) -> str | None:
     return "\n".join(notes) or None
 
 
+RAW_COLUMNS = ["raw_metric", "raw_value", "raw_ci_low", "raw_ci_high"]
+
+
+def raw_of(results: dict[str, Any], name: str) -> tuple[str, dict[str, Any] | None] | None:
+    """(name, metric) of the raw judge score behind a corrected headline (`<metric>_ppi`: its `raw`
+    field, else the name without the suffix); None when the headline is not a corrected one."""
+    if not name.endswith(PPI_SUFFIX):
+        return None
+    metrics = results.get("metrics", {})
+    raw = (metrics.get(name) or {}).get("raw") or name[: -len(PPI_SUFFIX)]
+    return raw, metrics.get(raw)
+
+
 def leaderboard(entries: list[Entry]) -> pd.DataFrame:
     """One row per (model, run) and task: headline metric, value, 95% CI, n, items, unparsed, failed.
 
     `n` is the number of items behind the headline metric (results.json metrics[name]["n"]: failed
-    items, abstentions and unscored items left out); `items` is how many items the run had.
+    items, abstentions and unscored items left out); `items` is how many items the run had. When a
+    headline is corrected by expert labels (`<metric>_ppi`), `raw_metric`, `raw_value`, `raw_ci_low`
+    and `raw_ci_high` give the judges' own score beside it (the columns appear only when some
+    headline on the board is corrected, and are empty on the rows that are not).
     """
     rows = []
     for e in entries:
         name, m = headline(e.results)
-        rows.append({
+        row = {
             "model": e.label, "task": e.task, "metric": name,
             "value": None if m is None else m["value"],
             "ci_low": None if m is None else m.get("ci_low"),
@@ -147,8 +165,21 @@ def leaderboard(entries: list[Entry]) -> pd.DataFrame:
             "trust": ", ".join(f.kind for f in headline_flags(e.results)),
             "design": design_label(e.results),
             "stale": e.stale,
-        })
-    return pd.DataFrame(rows)
+        }
+        raw = raw_of(e.results, name)
+        if raw is not None:
+            # the judges' own score stays beside the corrected one, so the size of the correction shows
+            raw_name, rm = raw
+            row.update({"raw_metric": raw_name, "raw_value": None if rm is None else rm.get("value"),
+                        "raw_ci_low": None if rm is None else rm.get("ci_low"),
+                        "raw_ci_high": None if rm is None else rm.get("ci_high")})
+        rows.append(row)
+    board = pd.DataFrame(rows)
+    if "raw_metric" in board:  # the raw columns right after the corrected value and its interval
+        cols = [c for c in board.columns if c not in RAW_COLUMNS]
+        at = cols.index("ci_high") + 1
+        board = board[cols[:at] + RAW_COLUMNS + cols[at:]]
+    return board
 
 
 def design_label(results: dict[str, Any]) -> str:
@@ -166,12 +197,25 @@ def design_label(results: dict[str, Any]) -> str:
     return "; ".join(parts)
 
 
+def _raw_cell(r: pd.Series) -> str:
+    """' (raw judge_voting 1.000 [0.76, 1.00])' after a corrected headline, '' otherwise."""
+    name = r.get("raw_metric")
+    if not isinstance(name, str) or not name:
+        return ""
+    value = r.get("raw_value")
+    raw = None if value is None or pd.isna(value) else {
+        "value": value, **{k: (None if pd.isna(r.get(f"raw_{k}")) else r.get(f"raw_{k}")) for k in ("ci_low", "ci_high")}}
+    return f" (raw {name} {format_metric(raw)})"
+
+
 def leaderboard_wide(board: pd.DataFrame) -> pd.DataFrame:
     """Models x tasks, each cell 'value [low, high]' (with ⚠ when its trust column flags it, and
-    the design its interval accounts for: repeats, clusters, option orders)."""
+    the design its interval accounts for: repeats, clusters, option orders); a headline corrected
+    by expert labels is followed by the raw judge score it corrects, '(raw judge_voting 1.000 [0.76, 1.00])'."""
     if board.empty:
         return board
     cell = board.apply(lambda r: format_metric(None if pd.isna(r["value"]) else r.to_dict())
+                       + _raw_cell(r)
                        + (f" ({r['design']})" if r.get("design") else "")
                        + (f" {MARK} {r['trust']}" if r.get("trust") else "")
                        + (f" ({r['stale']})" if r.get("stale") else ""), axis=1)
@@ -232,6 +276,32 @@ def _by_task(entries: list[Entry]) -> dict[str, list[Entry]]:
     return dict(sorted(by_task.items()))
 
 
+# Why the paired tests compare the raw verdicts when the headline is corrected by expert labels
+# (shown under the table, `paired_note`).
+PAIRED_RAW_NOTE = ("The paired tests compare the judges' raw verdicts even where the headline is corrected by "
+                   "expert labels (metric {raw} for {corrected}): a corrected paired difference needs an expert's "
+                   "labels of both models' answers to the same items, and each run's sheet labels only its own "
+                   "random draw of its own answers.")
+
+
+def _compared(metric: str) -> str:
+    """The metric a paired test compares for a headline: a corrected one (`<metric>_ppi`) on its raw verdicts."""
+    return metric[: -len(PPI_SUFFIX)] if metric.endswith(PPI_SUFFIX) else metric
+
+
+def paired_note(entries: list[Entry]) -> str | None:
+    """The sentence under the paired tests when a compared headline is corrected (`PAIRED_RAW_NOTE`), else None."""
+    corrected = sorted(m for m in _headlines(entries) if m.endswith(PPI_SUFFIX))
+    if not corrected:
+        return None
+    return PAIRED_RAW_NOTE.format(raw=", ".join(_compared(m) for m in corrected), corrected=", ".join(corrected))
+
+
+def _headlines(entries: list[Entry]) -> set[str]:
+    """The headlines of tasks with two or more results (those that get a paired test)."""
+    return {headline(e.results)[0] for group in _by_task(entries).values() if len(group) > 1 for e in group}
+
+
 PAIRED_COLUMNS = ["task", "metric", "model_a", "model_b", "n_shared", "mean_a", "mean_b", "difference",
                   "test", "p_value", "p_holm", "ci_low", "ci_high", "ci_method", "n_discordant", "note"]
 
@@ -245,25 +315,25 @@ def paired_tests(entries: list[Entry], seed: int = 0) -> pd.DataFrame:
     judge's `llm_as_judge` is its judge_<name> column). Items are matched by doc_id; failed items
     of either model are left out (`n_shared` counts the pairs used). `p_holm`: Holm-adjusted
     p-values over every pair of the table (`stats.holm`). A pair that cannot be compared keeps
-    its row with the reason in `note`.
+    its row with the reason in `note`. A headline corrected by expert labels (`<metric>_ppi`) is
+    compared on its raw verdicts: `metric` names the raw one and `note` says so (why: `PAIRED_RAW_NOTE`).
     """
     rows = []
     samples = _Samples()
     for task, group in _by_task(entries).items():
         for a, b in itertools.combinations(group, 2):
             metric, _ = headline(a.results)
-            row: dict[str, Any] = {"task": task, "metric": metric, "model_a": a.label, "model_b": b.label}
             other, _ = headline(b.results)
-            # A corrected headline is compared on its raw verdicts: a corrected paired difference
-            # needs expert labels of both models' answers to the same items.
-            raw = metric[: -len("_ppi")] if metric.endswith("_ppi") else metric
+            raw = _compared(metric)
+            # `metric` names what was compared: the raw verdicts when the headline is corrected
+            row: dict[str, Any] = {"task": task, "metric": raw, "model_a": a.label, "model_b": b.label}
             sa, sb = samples.scores(a, raw), samples.scores(b, raw)
             if other != metric:
                 rows.append({**row, "note": f"{b.label} is summarised by {other}, {a.label} by {metric}"})
                 continue
             if sa is None or sb is None:
                 missing = a.label if sa is None else b.label
-                rows.append({**row, "note": f"samples.csv of {missing} has no per-item {metric}"})
+                rows.append({**row, "note": f"samples.csv of {missing} has no per-item {raw}"})
                 continue
             merged = sa.merge(sb, on="doc_id", suffixes=("_a", "_b")).dropna()
             if merged.empty:
@@ -275,7 +345,7 @@ def paired_tests(entries: list[Entry], seed: int = 0) -> pd.DataFrame:
                          "difference": cp["diff"], "test": cp["test"], "p_value": cp["p_value"],
                          "ci_low": cp["ci_low"], "ci_high": cp["ci_high"], "ci_method": cp["ci_method"],
                          "n_discordant": cp.get("n_discordant"),
-                         "note": "" if raw == metric else f"compared on the raw {raw} (not on the corrected score)"})
+                         "note": "" if raw == metric else f"the raw {raw}, not the corrected headline {metric}"})
     table = pd.DataFrame(rows, columns=PAIRED_COLUMNS)
     if len(table):
         table["p_holm"] = stats.holm(table["p_value"].to_numpy(float))
@@ -297,20 +367,19 @@ def detectable_differences(entries: list[Entry], *, alpha: float = 0.05, power: 
     model, from the assumption that a second model of the same score errs independently
     (discordance 2p(1 - p) for 0/1 scores, SD of differences sqrt(2) x SD of the scores); `basis`
     says which. `note`: the sentence for the reader ("with n = 12, differences below 0.35 cannot
-    be detected").
+    be detected"). A headline corrected by expert labels is sized on its raw verdicts, as the paired
+    tests compare them (`PAIRED_RAW_NOTE`).
     """
     samples = _Samples()
     rows = []
     for task, group in _by_task(entries).items():
-        metric, _ = headline(group[0].results)
+        headline_name, _ = headline(group[0].results)
+        metric = _compared(headline_name)  # a corrected headline is compared on its raw verdicts (PAIRED_RAW_NOTE)
         best: dict[str, Any] | None = None
         for a, b in itertools.combinations(group, 2):
-            if headline(b.results)[0] != metric:
+            if headline(b.results)[0] != headline_name:
                 continue
-            # A corrected headline is compared on its raw verdicts: a corrected paired difference
-            # needs expert labels of both models' answers to the same items.
-            raw = metric[: -len("_ppi")] if metric.endswith("_ppi") else metric
-            sa, sb = samples.scores(a, raw), samples.scores(b, raw)
+            sa, sb = samples.scores(a, metric), samples.scores(b, metric)
             if sa is None or sb is None:
                 continue
             merged = sa.merge(sb, on="doc_id", suffixes=("_a", "_b")).dropna()

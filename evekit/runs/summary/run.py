@@ -71,6 +71,9 @@ class SummaryRun(NotebookRun):
             return None
         for line in lb.verdicts(self.tests, lb.detectable_differences(self.entries)):
             print(line)
+        note = lb.paired_note(self.entries)
+        if note:
+            print(f"Note: {note}")
         return self.tests.round(4)
 
     def detectable(self) -> pd.DataFrame:

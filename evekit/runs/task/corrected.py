@@ -27,8 +27,8 @@ from evekit.atomic import write_csv_atomic, write_text_atomic
 from evekit.errors import DataError
 from evekit.paths import display_path
 
-__all__ = ["verdict_metrics", "expert_corrections", "validation_corrections", "labels_plan", "PPI_SUFFIX",
-           "RG_SUFFIX"]
+__all__ = ["verdict_metrics", "expert_corrections", "validation_corrections", "labels_plan", "with_validated",
+           "PPI_SUFFIX", "RG_SUFFIX", "VALIDATED_COLUMNS"]
 
 PPI_SUFFIX = "_ppi"
 RG_SUFFIX = "_rg"
@@ -79,6 +79,31 @@ def expert_corrections(samples: pd.DataFrame, sheet: str | Path, judge_names: Se
     agreement = pointwise_table(items, judged, names)
     return {"metrics": out, "agreement": agreement.to_dict("records"), "n_labels": int(len(by_id)),
             "notes": list(sheet_rows.attrs.get("notes", []))}
+
+
+# What the judge validation measured, shown beside the agreement on this task's labelled items.
+VALIDATED_COLUMNS = {"accuracy": ["validated_accuracy", "validated_accuracy_ci_low", "validated_accuracy_ci_high"],
+                     "kappa": ["validated_kappa", "validated_kappa_ci_low", "validated_kappa_ci_high"]}
+
+
+def with_validated(agreement: pd.DataFrame, validation: str | Path, *, kind: str | None = None) -> pd.DataFrame:
+    """The judges' agreement with this task's expert labels (one row per judge and the vote, indexed
+    by judge) with the judge validation's figures for the same judge beside each rate:
+    validated_accuracy and validated_kappa (with their intervals) after accuracy and kappa, and
+    validated_n (`judges.validation.judge_trust`; NaN for a judge the validation did not measure)."""
+    from evekit.judges.validation import judge_trust
+
+    trust = judge_trust(validation, list(agreement.index), kind=kind).set_index("judge")
+    out = agreement.copy()
+    columns = list(out.columns)
+    for rate, cols in VALIDATED_COLUMNS.items():
+        for c in cols:
+            out[c] = trust[c].reindex(out.index)
+        last = f"{rate}_ci_high" if f"{rate}_ci_high" in columns else rate
+        at = columns.index(last) + 1 if last in columns else len(columns)
+        columns[at:at] = cols
+    out["validated_n"] = trust["validated_n"].reindex(out.index)
+    return out[columns + ["validated_n"]]
 
 
 def validation_corrections(samples: pd.DataFrame, validation: str | Path, judge_names: Sequence[str], *,

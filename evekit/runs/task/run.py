@@ -847,9 +847,32 @@ class TaskRun(NotebookRun):
             from IPython.display import display
 
             display(_why_missing(shown(table.round(4)), METRIC_MISSING))
-            print("The judges against the expert labels on this task's labelled items:")
-            return shown(pd.DataFrame(agreement).set_index("judge").round(4))
+            return shown(self.label_agreement().round(4))
         return _why_missing(shown(table.round(4)), METRIC_MISSING)
+
+    def label_agreement(self) -> pd.DataFrame | None:
+        """The judges (and their vote) against the expert labels on this task's labelled items:
+        accuracy, kappa, sensitivity, specificity with their intervals; with `judge_validation`, the
+        validation set's accuracy and kappa beside them (validated_*), so a judge that did well
+        there and badly here (or the reverse) shows. None without expert labels."""
+        from evekit.runs.task import corrected
+
+        if not self.metrics:
+            self.compute_metrics()
+        agreement = self.corrections.get("agreement")
+        if not agreement:
+            return None
+        table = pd.DataFrame(agreement).set_index("judge")
+        if self.config.judge_validation:
+            table = corrected.with_validated(table, resolve_path(self.config.judge_validation), kind=self.task.judge_kind)
+            print("The judges against the expert labels on this task's labelled items (validated_*: on the judge "
+                  f"validation {display_path(resolve_path(self.config.judge_validation))}):")
+        else:
+            print("The judges against the expert labels on this task's labelled items:")
+        for count in ("n", "abstained", "validated_n"):
+            if count in table:
+                table[count] = pd.to_numeric(table[count]).astype("Int64")
+        return table
 
     def _corrected_table(self) -> pd.DataFrame | None:
         metrics = self.metrics or self.compute_metrics()

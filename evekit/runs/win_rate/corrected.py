@@ -23,7 +23,7 @@ from evekit.judges import get_kind
 from evekit.paths import display_path, resolve_path
 from evekit.runs.win_rate.matching import Comparison
 
-__all__ = ["sheet_of", "corrected_win_rate", "METRIC"]
+__all__ = ["sheet_of", "corrected_win_rate", "judges_against_labels", "METRIC", "JUDGE_COLUMNS"]
 
 METRIC = "alpaca_win_rate_a_ppi"
 
@@ -50,10 +50,38 @@ def _majority(comp: Comparison) -> pd.Series:
     return pd.Series(correction.pair_scores(votes.to_numpy(object)), index=out.index.astype(str))
 
 
-def corrected_win_rate(comp: Comparison, sheet: str | Path) -> dict[str, Any]:
+# A pairwise label or verdict about models (A = model_a) in the judge-validation tables' letters.
+_LETTER = {"a": "A", "b": "B", "tie": "tie", 1.0: "A", 0.0: "B", 0.5: "tie"}
+JUDGE_COLUMNS = ["judge", "n", "accuracy", "accuracy_ci_low", "accuracy_ci_high", "kappa", "kappa_ci_low",
+                 "kappa_ci_high", "abstained"]
+
+
+def judges_against_labels(comp: Comparison, labels_by_id: pd.Series, *, seed: int = 0) -> pd.DataFrame:
+    """Each judge and the panel's vote against the expert's labels on the labelled questions: n
+    (questions with a verdict), accuracy (Wilson) and Cohen's kappa over A / B / tie (bootstrap),
+    with their intervals, abstained; the task's corrected table's shape (`judges.validation.pairwise_table`).
+    A judge's verdict per question is its verdict over both orders (an order-dependent one is a tie)."""
+    from types import SimpleNamespace
+
+    from evekit.judges.validation import pairwise_table
+
+    ids = labels_by_id.index.astype(str)
+    out = comp.outcomes.copy()
+    out.index = out.index.astype(str)
+    out = out.reindex(ids)
+    judged = pd.DataFrame({f"judge_{j}": [None if v is None else _LETTER[v] for v in out[j]] for j in comp.judges})
+    vote = _majority(comp).reindex(ids)
+    judged["judge_voting"] = [None if np.isnan(v) else _LETTER[float(v)] for v in vote.to_numpy(float)]
+    items = [SimpleNamespace(label=_LETTER[float(v)], case=None) for v in labels_by_id.to_numpy(float)]
+    table = pairwise_table(items, judged, list(comp.judges), both_orders=False, seed=seed)
+    return table[JUDGE_COLUMNS]
+
+
+def corrected_win_rate(comp: Comparison, sheet: str | Path, *, seed: int = 0) -> dict[str, Any]:
     """{"metric": the PPI++ win rate of A with its interval (labels-only, width ratio, ...), "agreement":
     the panel's agreement with the labels (share of labelled questions where the vote is the label,
-    Wilson), "notes"}; a bad sheet is a DataError naming its lines."""
+    Wilson), "judges": each judge's and the vote's accuracy and kappa against the labels with their
+    intervals (`judges_against_labels`, records), "notes"}; a bad sheet is a DataError naming its lines."""
     with tempfile.TemporaryDirectory(prefix="evekit-labels-") as tmp:
         folder = Path(tmp)
         write_csv_atomic(comp.results, folder / "results.csv", index=False)
@@ -73,4 +101,5 @@ def corrected_win_rate(comp: Comparison, sheet: str | Path) -> dict[str, Any]:
     return {"metric": {**metric, "raw": "alpaca_win_rate_a", "labels": display_path(Path(sheet)),
                        "n_labels": int(len(by_id))},
             "agreement": {**agreement, "what": "the panel's vote equals the expert's label"},
+            "judges": judges_against_labels(comp, by_id, seed=seed).to_dict("records"),
             "notes": list(rows.attrs.get("notes", []))}

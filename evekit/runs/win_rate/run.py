@@ -17,7 +17,7 @@ from typing import Any
 
 import pandas as pd
 
-from evekit.report import markdown_text
+from evekit.report import markdown_text, shown
 from evekit.runs.base import NotebookRun
 from evekit.runs.win_rate import views
 from evekit.runs.win_rate.kind import KIND
@@ -101,10 +101,39 @@ class WinRateRun(NotebookRun):
                 plt.close(fig)
 
     def corrected_scores(self) -> pd.DataFrame | None:
-        """Per comparison with a labelled sheet (`expert_labels`): the panel's alpaca win rate of A,
-        the same corrected by the expert's labels (PPI++) and from the labels alone, with their
-        intervals, the width ratio and the panel's agreement with the labels. None, with a line
-        saying how, without sheets."""
+        """Per comparison with a labelled sheet (`expert_labels`): shows the panel's alpaca win rate
+        of A, the same corrected by the expert's labels (PPI++) and from the labels alone, with their
+        intervals, the width ratio and the panel's agreement with the labels (`corrected_table`);
+        returns each judge's and the vote's accuracy and kappa against the labels with their
+        intervals (`label_agreement`), as the task notebooks do. None, with a line saying how,
+        without sheets."""
+        from IPython.display import display
+
+        table = self.corrected_table()
+        if table is None:
+            return None
+        display(shown(table))
+        print("The judges against the expert labels on each comparison's labelled questions:")
+        return shown(self.label_agreement().round(4))
+
+    def label_agreement(self) -> pd.DataFrame | None:
+        """Per comparison with a labelled sheet, each judge and the panel's vote against the expert's
+        A / B / tie labels: n, accuracy and Cohen's kappa with their 95% intervals, abstained
+        (`corrected.judges_against_labels`); None without sheets."""
+        if not any(c.corrected for c in self._judged()):
+            self.corrected_table()
+        parts = [pd.DataFrame(c.corrected["judges"]).assign(comparison=c.label)
+                 for c in self._judged() if c.corrected]
+        if not parts:
+            return None
+        table = pd.concat(parts, ignore_index=True).set_index(["comparison", "judge"])
+        for count in ("n", "abstained"):
+            table[count] = pd.to_numeric(table[count]).astype("Int64")
+        return table
+
+    def corrected_table(self) -> pd.DataFrame | None:
+        """The corrected win rates of `corrected_scores` (rows: comparison, score), or None with a
+        line saying how to get them."""
         from evekit.runs.win_rate import corrected
 
         rows = {}
@@ -112,7 +141,7 @@ class WinRateRun(NotebookRun):
             sheet = corrected.sheet_of(self.config.expert_labels, comp, len(self.comparisons))
             if sheet is None:
                 continue
-            fixed = corrected.corrected_win_rate(comp, sheet)
+            fixed = corrected.corrected_win_rate(comp, sheet, seed=self.config.seed)
             comp.corrected = fixed
             raw = comp.summary.set_index("judge").loc["majority"]
             m = fixed["metric"]
