@@ -430,7 +430,8 @@ def paired_difference(a: Any, b: Any, *, clusters: Any = None, level: float = 0.
     Without clusters: `stats.compare_paired` (exact McNemar and Bonett-Price for 0/1 values, a
     sign-flip test and BCa for fractions). With clusters: a sign-flip permutation test of the
     clusters' summed differences (exact up to 15 clusters) and a t interval with (clusters - 1)
-    degrees of freedom on the cluster-robust SE. Keys: diff, ci_low, ci_high, p_value, n (items),
+    degrees of freedom on the cluster-robust SE; when every cluster holds one item, the test without
+    clusters (its exact McNemar beats a t interval on n singletons). Keys: diff, ci_low, ci_high, p_value, n (items),
     test, ci_method, and with clusters n_clusters and design_effect_clusters.
     """
     import pandas as pd
@@ -447,6 +448,10 @@ def paired_difference(a: Any, b: Any, *, clusters: Any = None, level: float = 0.
     n = len(diff)
     unit = pd.factorize(labels.to_numpy())[0]
     g = int(unit.max()) + 1 if n else 0
+    if n and g == n:  # every cluster one item: the item-level design, and its exact test
+        return stats.tidy({**stats.compare_paired(both["a"].to_numpy(float), both["b"].to_numpy(float),
+                                                  n_boot=n_boot, seed=seed, level=level, n_perm=n_perm),
+                           "n_clusters": g, "design_effect_clusters": 1.0})
     d = _Design(both.index.to_numpy(), diff, np.ones(n, dtype=int), np.full(n, np.nan), unit, g, diff, True)
     nan = float("nan")
     if n == 0:
