@@ -158,6 +158,14 @@ def test_repeats_send_their_own_seeds_and_the_interval_resamples_items(tmp_path)
     assert acc["value"] == pytest.approx(per_item.mean())
     table = run.design_table()
     assert {"share_within", "share_between", "± with 2× repeats", "± with 2× items"} <= set(table.columns)
+    # the variances themselves (method of moments, three repeats per item), computed from the samples
+    by_item = s.groupby("doc_id")["acc"]
+    within = by_item.var(ddof=1).mean()
+    between = max(0.0, by_item.mean().var(ddof=1) - within / 3)
+    assert within > 0
+    assert table.loc["acc", "var_within"] == pytest.approx(within, abs=5e-5)
+    assert table.loc["acc", "var_between"] == pytest.approx(between, abs=5e-5)
+    assert table.loc["acc", "share_within"] == pytest.approx(within / 3 / by_item.mean().var(ddof=1), abs=5e-5)
     assert table.loc["acc", "± with 2× items"] < table.loc["acc", "± now"]
     assert run.counts().loc["items", "count"] == 12
 
