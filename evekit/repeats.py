@@ -48,6 +48,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from evekit import stats
+from evekit.stats import cluster_bootstrap_weights  # here too: the repeats' vocabulary
 from evekit.errors import DataError, ParameterError
 
 __all__ = [
@@ -473,20 +474,6 @@ def paired_difference(a: Any, b: Any, *, clusters: Any = None, level: float = 0.
                         "test": f"{test} over clusters", "ci_method": f"cluster_t (df={df})",
                         "n_clusters": g,
                         "design_effect_clusters": var / item_var if item_var > 0 else nan})
-
-
-def cluster_bootstrap_weights(clusters: Sequence[Any], n_boot: int, seed: int = 0) -> np.ndarray:
-    """(n_boot, n) weights for n questions: how often each question's cluster was drawn when the
-    clusters are resampled with replacement (every question of a drawn cluster comes with it).
-    For bootstraps that weight questions (the ranking's, the win rate's) under `cluster_by`."""
-    import pandas as pd
-
-    codes = pd.factorize(np.asarray(clusters, dtype=object))[0]
-    g = int(codes.max()) + 1 if len(codes) else 0
-    rng = np.random.default_rng(seed)
-    draws = np.stack([np.bincount(rng.integers(0, g, g), minlength=g) for _ in range(n_boot)]) if g else \
-        np.zeros((n_boot, 0))
-    return draws[:, codes].astype(float)
 
 
 # ---------------------------------------------------------------------------------------------
