@@ -28,7 +28,8 @@ Method
   log-odds coefficient by 1e-3 (the error left is about the step squared: under 0.001 points).
 * **Scale.** rating = 400 / ln(10) * beta (400 points per factor 10 in the odds), shifted so the
   mean rating of the fitted models is 1000, or the baseline's rating is 1000 when one is set.
-* **Intervals.** Bootstrap over questions (battles on one question are correlated): resample the
+* **Intervals.** Bootstrap over questions (battles on one question are correlated; with
+  ``clusters``, over clusters of questions, each drawn with all its questions): resample the
   question ids with replacement, refit, take the percentile interval (default 95%). Seeded: one
   ``rng.integers(0, n, n)`` call per resample, as the battle-by-battle refits before did, so a
   seed gives the same resamples. A resample reweights the per-question tables by how often each
@@ -472,8 +473,21 @@ def _resample_weights(n_questions: int, n_boot: int, seed: int) -> np.ndarray:
     return w
 
 
+def _cluster_weights(questions: np.ndarray, clusters: Any, n_boot: int, seed: int) -> np.ndarray:
+    """`_resample_weights` when the questions' clusters are resampled (questions x resamples):
+    every question of a drawn cluster comes with it (`stats.cluster_bootstrap_weights`)."""
+    from evekit.stats import cluster_bootstrap_weights
+
+    lookup = {str(k): v for k, v in dict(clusters).items()}
+    missing = [q for q in questions if q not in lookup or pd.isna(lookup[q])]
+    if missing:
+        raise DataError(f"cluster_by: {len(missing)} question(s) of the battles have no cluster, e.g. "
+                        f"{', '.join(map(str, missing[:3]))}")
+    return cluster_bootstrap_weights([lookup[q] for q in questions], n_boot, seed).T
+
+
 def _fit_group(df: pd.DataFrame, judge: str, baseline: str | None, n_boot: int, seed: int,
-               level: float, with_style: bool) -> tuple[pd.DataFrame, int, pd.DataFrame | None]:
+               level: float, with_style: bool, clusters: Any = None) -> tuple[pd.DataFrame, int, pd.DataFrame | None]:
     bt = _Battles(df, style=with_style)
     if baseline is not None and baseline not in bt.models:
         raise DataError(f"baseline {baseline!r} has no usable battles for judge {judge!r}")
@@ -488,7 +502,8 @@ def _fit_group(df: pd.DataFrame, judge: str, baseline: str | None, n_boot: int, 
     undefined = 0
     draws = None
     if n_boot > 0:
-        w = _resample_weights(bt.nq, n_boot, seed)
+        w = (_resample_weights(bt.nq, n_boot, seed) if clusters is None
+             else _cluster_weights(bt.questions, clusters, n_boot, seed))
         boot = bt.ratings(bt.fit(w, start=coef), baseline)  # NaN rows: disconnected resamples
         undefined = int(np.isnan(boot).any(axis=1).sum())
         draws = pd.DataFrame(boot, columns=pd.Index(bt.models, name="model"))
@@ -520,7 +535,7 @@ def _fit_group(df: pd.DataFrame, judge: str, baseline: str | None, n_boot: int, 
 
 def rate(battles: pd.DataFrame, *, baseline: str | None = None, n_boot: int = 1000, seed: int = 0,
          level: float = 0.95, style: bool | None = None, per_judge: bool = True,
-         keep_draws: bool = False) -> pd.DataFrame:
+         keep_draws: bool = False, clusters: Any = None) -> pd.DataFrame:
     """The ratings.csv rows: per judge (each judge's battles alone) and pooled (all judges'
     battles together, each row once), with question-bootstrap percentile intervals, style-controlled
     ratings (when the table has len_a/len_b, or ``style=True``; ``style=False`` skips them), ranks
@@ -530,7 +545,11 @@ def rate(battles: pd.DataFrame, *, baseline: str | None = None, n_boot: int = 10
     (judge -> resamples with a disconnected comparison graph, left out), ``n_boot``, ``seed``,
     ``level``, ``baseline``; with ``keep_draws=True`` also ``draws`` (judge -> DataFrame of the
     bootstrap ratings, one row per resample, NaN rows for undefined ones), e.g. for intervals of
-    rating differences or P(model A above model B)."""
+    rating differences or P(model A above model B).
+
+    ``clusters`` (question_id -> cluster, a mapping or Series; `cluster_by`): the bootstrap
+    resamples clusters, each with all its questions, instead of questions; ``attrs["n_clusters"]``.
+    With every question its own cluster the resamples are the question bootstrap's."""
     if n_boot < 0:
         raise DataError("n_boot must be >= 0")
     df = _usable(battles)
@@ -543,7 +562,7 @@ def rate(battles: pd.DataFrame, *, baseline: str | None = None, n_boot: int = 10
     parts, undefined, draws = [], {}, {}
     for judge in [POOLED] + (judges if per_judge else []):
         sub = df if judge == POOLED else df[df["judge"] == judge]
-        part, u, d = _fit_group(sub, judge, baseline, n_boot, seed, level, with_style)
+        part, u, d = _fit_group(sub, judge, baseline, n_boot, seed, level, with_style, clusters)
         parts.append(part)
         undefined[judge] = u
         draws[judge] = d
@@ -556,6 +575,9 @@ def rate(battles: pd.DataFrame, *, baseline: str | None = None, n_boot: int = 10
     counts = battle_counts(battles).set_index("judge")
     out.attrs.update({"excluded": counts["excluded"].to_dict(), "undefined_resamples": undefined,
                       "n_boot": n_boot, "seed": seed, "level": level, "baseline": baseline})
+    if clusters is not None:
+        used = set(df["question_id"])
+        out.attrs["n_clusters"] = len({v for k, v in dict(clusters).items() if str(k) in used})
     if keep_draws:
         out.attrs["draws"] = draws
     return out

@@ -48,6 +48,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from evekit import stats
+from evekit.stats import cluster_bootstrap_weights  # here too: the repeats' vocabulary
 from evekit.errors import DataError, ParameterError
 
 __all__ = [
@@ -430,7 +431,8 @@ def paired_difference(a: Any, b: Any, *, clusters: Any = None, level: float = 0.
     Without clusters: `stats.compare_paired` (exact McNemar and Bonett-Price for 0/1 values, a
     sign-flip test and BCa for fractions). With clusters: a sign-flip permutation test of the
     clusters' summed differences (exact up to 15 clusters) and a t interval with (clusters - 1)
-    degrees of freedom on the cluster-robust SE. Keys: diff, ci_low, ci_high, p_value, n (items),
+    degrees of freedom on the cluster-robust SE; when every cluster holds one item, the test without
+    clusters (its exact McNemar beats a t interval on n singletons). Keys: diff, ci_low, ci_high, p_value, n (items),
     test, ci_method, and with clusters n_clusters and design_effect_clusters.
     """
     import pandas as pd
@@ -447,6 +449,10 @@ def paired_difference(a: Any, b: Any, *, clusters: Any = None, level: float = 0.
     n = len(diff)
     unit = pd.factorize(labels.to_numpy())[0]
     g = int(unit.max()) + 1 if n else 0
+    if n and g == n:  # every cluster one item: the item-level design, and its exact test
+        return stats.tidy({**stats.compare_paired(both["a"].to_numpy(float), both["b"].to_numpy(float),
+                                                  n_boot=n_boot, seed=seed, level=level, n_perm=n_perm),
+                           "n_clusters": g, "design_effect_clusters": 1.0})
     d = _Design(both.index.to_numpy(), diff, np.ones(n, dtype=int), np.full(n, np.nan), unit, g, diff, True)
     nan = float("nan")
     if n == 0:
@@ -468,20 +474,6 @@ def paired_difference(a: Any, b: Any, *, clusters: Any = None, level: float = 0.
                         "test": f"{test} over clusters", "ci_method": f"cluster_t (df={df})",
                         "n_clusters": g,
                         "design_effect_clusters": var / item_var if item_var > 0 else nan})
-
-
-def cluster_bootstrap_weights(clusters: Sequence[Any], n_boot: int, seed: int = 0) -> np.ndarray:
-    """(n_boot, n) weights for n questions: how often each question's cluster was drawn when the
-    clusters are resampled with replacement (every question of a drawn cluster comes with it).
-    For bootstraps that weight questions (the ranking's, the win rate's) under `cluster_by`."""
-    import pandas as pd
-
-    codes = pd.factorize(np.asarray(clusters, dtype=object))[0]
-    g = int(codes.max()) + 1 if len(codes) else 0
-    rng = np.random.default_rng(seed)
-    draws = np.stack([np.bincount(rng.integers(0, g, g), minlength=g) for _ in range(n_boot)]) if g else \
-        np.zeros((n_boot, 0))
-    return draws[:, codes].astype(float)
 
 
 # ---------------------------------------------------------------------------------------------

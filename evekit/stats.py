@@ -17,7 +17,7 @@ Returned dicts are rounded to 12 decimals so float noise (2.8e-17) reads 0.
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -34,6 +34,7 @@ __all__ = [
     "fleiss_kappa",
     "paired_proportion_diff_ci",
     "sign_flip_test",
+    "cluster_bootstrap_weights",
     "holm",
     "min_detectable_difference",
     "KINDS",
@@ -590,3 +591,19 @@ def min_detectable_difference(a: Any = None, b: Any = None, *, n: int | None = N
         es = TTestPower().solve_power(effect_size=None, nobs=n, alpha=alpha, power=power, alternative="two-sided")
         out["mdd"] = float(es) * s
     return tidy(out)
+
+
+def cluster_bootstrap_weights(clusters: Sequence[Any], n_boot: int, seed: int = 0) -> np.ndarray:
+    """(n_boot, n) weights for n questions: how often each question's cluster was drawn when the
+    clusters are resampled with replacement (every question of a drawn cluster comes with it).
+    For bootstraps that weight questions (the ranking's, the win rate's) under `cluster_by`. One
+    ``rng.integers(0, g, g)`` call per resample of ``default_rng(seed)``: with every question its
+    own cluster (labels in question order) the weights of an item bootstrap of the same seed."""
+    import pandas as pd
+
+    codes = pd.factorize(np.asarray(clusters, dtype=object))[0]
+    g = int(codes.max()) + 1 if len(codes) else 0
+    rng = np.random.default_rng(seed)
+    draws = np.stack([np.bincount(rng.integers(0, g, g), minlength=g) for _ in range(n_boot)]) if g else \
+        np.zeros((n_boot, 0))
+    return draws[:, codes].astype(float)

@@ -249,3 +249,74 @@ def test_a_board_without_corrected_headlines_has_no_raw_columns(tmp_path):
     assert not set(lb.RAW_COLUMNS) & set(lb.leaderboard(entries).columns)
     assert lb.paired_note(entries) is None
     assert lb.leaderboard_wide(lb.leaderboard(entries)).loc["a · run", "mcqa_single_answer"] == "0.667 [0.10, 0.90]"
+
+
+# -- clustered items (issue 32): the paired test resamples what the runs resampled -----------------
+
+
+def clustered_run(out, model, acc, clusters, column="source", task="mcqa_single_answer"):
+    acc = np.asarray(acc, dtype=float)
+    samples = pd.DataFrame({"doc_id": range(len(acc)), "acc": acc})
+    design = None
+    if clusters is not None:
+        samples["cluster"] = clusters
+        design = {"repeats": 1, "repeat_over": None, "reducer": "mean", "cluster_by": column, "permutations": 0}
+    write(out, model, task, {"acc": {"value": acc.mean(), "ci_low": 0.1, "ci_high": 0.9, "n": len(acc)}}, samples,
+          **({"design": design} if design else {}))
+
+
+# Ten documents of eight questions, each decided as a whole: model a gets six documents right and b
+# the other four. 48 of 80 discordant items favour a (McNemar p = 0.09), but only 10 documents decide.
+SOURCE = [f"doc{i // 8}" for i in range(80)]
+A_RIGHT = np.array([1.0 if i // 8 < 6 else 0.0 for i in range(80)])
+
+
+def test_clustered_runs_flip_whole_clusters_in_the_paired_test(tmp_path):
+    import itertools
+
+    from statsmodels.stats.contingency_tables import mcnemar
+
+    clustered_run(tmp_path / "c", "a", A_RIGHT, SOURCE)
+    clustered_run(tmp_path / "c", "b", 1 - A_RIGHT, SOURCE)
+    clustered_run(tmp_path / "i", "a", A_RIGHT, None)
+    clustered_run(tmp_path / "i", "b", 1 - A_RIGHT, None)
+    by_cluster = lb.paired_tests(lb.collect(tmp_path / "c", ["run"])).iloc[0]
+    by_item = lb.paired_tests(lb.collect(tmp_path / "i", ["run"])).iloc[0]
+    assert by_item.resampled == "items" and by_item.test == "mcnemar_exact" and pd.isna(by_item.n_clusters)
+    assert by_item.p_value == pytest.approx(mcnemar([[0, 48], [32, 0]], exact=True).pvalue)
+    assert by_cluster.resampled == "clusters by source: 10 clusters" and by_cluster.n_clusters == 10
+    assert by_cluster.test == "sign_flip_exact over clusters" and by_cluster.n_shared == 80
+    # the exact sign-flip p-value of the ten documents' summed differences (+8 six times, -8 four times)
+    sums = np.array([8.0] * 6 + [-8.0] * 4)
+    flips = np.array(list(itertools.product((1, -1), repeat=10)))
+    assert by_cluster.p_value == pytest.approx(np.mean(np.abs(flips @ sums) >= abs(sums.sum()) - 1e-9))
+    assert by_cluster.p_value > 0.7 > by_item.p_value
+    assert by_cluster.difference == by_item.difference == pytest.approx(0.2)
+    assert by_cluster.ci_high - by_cluster.ci_low > 2 * (by_item.ci_high - by_item.ci_low)
+
+
+def test_singleton_clusters_give_the_item_level_test(tmp_path):
+    rng = np.random.default_rng(3)
+    va, vb = rng.integers(0, 2, 60).astype(float), rng.integers(0, 2, 60).astype(float)
+    for model, v in (("a", va), ("b", vb)):
+        clustered_run(tmp_path / "c", model, v, [f"q{i}" for i in range(60)])
+        clustered_run(tmp_path / "i", model, v, None)
+    by_cluster = lb.paired_tests(lb.collect(tmp_path / "c", ["run"])).iloc[0]
+    by_item = lb.paired_tests(lb.collect(tmp_path / "i", ["run"])).iloc[0]
+    for column in ("difference", "p_value", "ci_low", "ci_high", "test", "ci_method", "n_shared"):
+        assert by_cluster[column] == by_item[column], column
+    assert by_cluster.resampled == "clusters by source: 60 clusters"
+
+
+def test_one_clustered_run_or_two_groupings_bind_the_pair(tmp_path):
+    clustered_run(tmp_path / "one", "a", A_RIGHT, SOURCE)
+    clustered_run(tmp_path / "one", "b", 1 - A_RIGHT, None)      # the other run did not set cluster_by
+    one = lb.paired_tests(lb.collect(tmp_path / "one", ["run"])).iloc[0]
+    assert one.resampled == "clusters by source: 10 clusters" and one.n_clusters == 10
+    # a's documents, b's exams of two documents each: units are never finer than either grouping
+    clustered_run(tmp_path / "two", "a", A_RIGHT, SOURCE)
+    clustered_run(tmp_path / "two", "b", 1 - A_RIGHT, [f"exam{i // 16}" for i in range(80)], column="exam")
+    two = lb.paired_tests(lb.collect(tmp_path / "two", ["run"])).iloc[0]
+    assert two.n_clusters == 5 and two.resampled == "clusters by source and exam (both runs' clusters joined): 5 clusters"
+    # the detectable-difference table still reads the clustered samples
+    assert lb.detectable_differences(lb.collect(tmp_path / "two", ["run"])).loc[0, "n"] == 80

@@ -357,3 +357,51 @@ def test_the_batched_connectivity_check_agrees_with_one_graph_at_a_time():
         graph = coo_matrix((np.ones(keep.sum()), (bt.pi[keep], bt.pj[keep])), shape=(bt.m, bt.m))
         assert got[col] == (connected_components(graph, directed=False)[0] == 1)
     assert set(got) == {True, False}  # both cases were exercised
+
+
+# -- clustered questions (cluster_by, issue 32) ------------------------------------------------------
+
+
+def _clustered_battles(rng, n_clusters, per, beta, sd):
+    """Two models, one judge, one order: b beats a with probability sigmoid(beta + u_c), u_c ~ N(0, sd)
+    shared by the `per` questions of cluster c (questions from one source document)."""
+    u = rng.normal(0, sd, n_clusters)
+    p = 1 / (1 + np.exp(-(beta + np.repeat(u, per))))
+    b_won = rng.random(n_clusters * per) < p
+    qid = [f"q{i}" for i in range(n_clusters * per)]
+    df = pd.DataFrame({"question_id": qid, "model_a": "a", "model_b": "b", "judge": "J",
+                       "winner": np.where(b_won, "b", "a"), "rationale": ""})
+    return df, dict(zip(qid, np.repeat([f"c{c}" for c in range(n_clusters)], per)))
+
+
+def test_singleton_clusters_give_the_question_bootstrap_exactly():
+    b = simulate(STRENGTH, 40, seed=3)
+    plain = R.rate(b, n_boot=200, seed=5)
+    alone = R.rate(b, n_boot=200, seed=5, clusters={q: q for q in b["question_id"].unique()})
+    pd.testing.assert_frame_equal(plain, alone)
+    assert alone.attrs["n_clusters"] == 40
+    with pytest.raises(DataError, match="no cluster"):
+        R.rate(b, n_boot=10, clusters={"q0": "x"})
+
+
+def test_the_cluster_bootstrap_covers_clustered_questions_where_the_question_bootstrap_does_not():
+    # 20 documents of 10 questions; the truth is b's rating over a's at the population's share of
+    # b's wins (two models: the Bradley-Terry difference is 400 log10 of the odds of that share).
+    beta, sd = 0.4, 1.5
+    x, w = np.polynomial.hermite_e.hermegauss(80)
+    share = float(np.sum(w / w.sum() / (1 + np.exp(-(beta + sd * x)))))
+    truth = ELO * math.log(share / (1 - share))
+    rng = np.random.default_rng(0)
+    hit = {"questions": [], "clusters": []}
+    width = {"questions": [], "clusters": []}
+    for k in range(60):
+        battles, clusters = _clustered_battles(rng, 20, 10, beta, sd)
+        for name, extra in (("questions", {}), ("clusters", {"clusters": clusters})):
+            rated = R.rate(battles, n_boot=300, seed=k, per_judge=False, style=False, keep_draws=True, **extra)
+            draws = rated.attrs["draws"]["pooled"]
+            lo, hi = np.nanpercentile(draws["b"] - draws["a"], [2.5, 97.5])
+            hit[name].append(lo <= truth <= hi)
+            width[name].append(hi - lo)
+    coverage = {k: float(np.mean(v)) for k, v in hit.items()}
+    assert coverage["clusters"] >= 0.85 and coverage["questions"] <= 0.85, coverage
+    assert np.mean(width["clusters"]) > 1.4 * np.mean(width["questions"])

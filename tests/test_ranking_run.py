@@ -395,3 +395,29 @@ def test_judge_validation_shows_validated_accuracy_and_warns_on_low_kappa(tmp_pa
     warnings = [line for line in out.splitlines() if line.startswith("Warning")]
     assert len(warnings) == 2 and "'j2'" in warnings[0] and "0.4" in warnings[0] and "'j3'" in warnings[1]
     assert [r["judge"] for r in run.results()["judge_trust"]] == ["j1", "j2", "j3"]
+
+
+def test_cluster_by_makes_the_bootstrap_draw_clusters_of_questions(tmp_path):
+    names = ["alpha", "bravo", "charlie"]
+    models = write_models(tmp_path, names, 30)
+    docs = [f"doc{i // 6}" for i in range(30)]                   # five documents of six questions
+    first = pd.read_csv(models[0]["file"])
+    first["doc.source"] = docs                                    # one file carries the column: enough
+    first.to_csv(models[0]["file"], index=False)
+    respond = {"j1": noisy_judge("j1")}
+    plain = ranking(tmp_path / "p", models, respond, n_boot=300)
+    clustered = ranking(tmp_path / "c", models, respond, n_boot=300, cluster_by="source")
+    assert clustered.matched.questions["cluster"].tolist() == docs
+    assert plain.clusters() is None and set(clustered.clusters().values()) == set(docs[::6])
+    p = plain.ratings[plain.ratings["judge"] == R.POOLED].set_index("model")
+    c = clustered.ratings[clustered.ratings["judge"] == R.POOLED].set_index("model")
+    assert np.allclose(p["rating"], c["rating"])                 # the fit is the same: only the resampling differs
+    battles = clustered.battles
+    qid_cluster = clustered.clusters()
+    expected = R.rate(battles, n_boot=300, seed=clustered.config.seed, per_judge=False, clusters=qid_cluster)
+    assert np.allclose(c.loc[names, "ci_low"], expected.set_index("model").loc[names, "ci_low"])
+    results = clustered.results()
+    assert results["n_clusters"] == 5 and "5 clusters of questions (cluster_by source)" in results["method"]["interval"]
+    assert results["params"]["cluster_by"] == "source"
+    with pytest.raises(Exception, match="cluster_by='exam'"):
+        ranking(tmp_path / "x", models, respond, cluster_by="exam")

@@ -158,6 +158,14 @@ def test_repeats_send_their_own_seeds_and_the_interval_resamples_items(tmp_path)
     assert acc["value"] == pytest.approx(per_item.mean())
     table = run.design_table()
     assert {"share_within", "share_between", "± with 2× repeats", "± with 2× items"} <= set(table.columns)
+    # the variances themselves (method of moments, three repeats per item), computed from the samples
+    by_item = s.groupby("doc_id")["acc"]
+    within = by_item.var(ddof=1).mean()
+    between = max(0.0, by_item.mean().var(ddof=1) - within / 3)
+    assert within > 0
+    assert table.loc["acc", "var_within"] == pytest.approx(within, abs=5e-5)
+    assert table.loc["acc", "var_between"] == pytest.approx(between, abs=5e-5)
+    assert table.loc["acc", "share_within"] == pytest.approx(within / 3 / by_item.mean().var(ddof=1), abs=5e-5)
     assert table.loc["acc", "± with 2× items"] < table.loc["acc", "± now"]
     assert run.counts().loc["items", "count"] == 12
 
@@ -301,3 +309,59 @@ def test_the_card_and_the_index_count_items_not_answers_out_of_the_set_limit_cut
     assert results["metrics"]["acc"]["n"] == 12
     assert f"12 of {n_set}" in index_row(record, results).cells
     assert f"n = 12 of {n_set} (higher is better)" in card(record)
+
+
+# -- a custom multiple-choice task (a task file) with shuffled options and the choices-only baseline ---
+
+
+CUSTOM_MCQ = "params/examples/tasks/eo_satellite_mcq.eval.yaml"
+
+
+def test_a_custom_multiple_choice_task_runs_with_permutations_and_choices_only(tmp_path):
+    rows = pd.read_csv(ROOT / "data" / "examples" / "eo_satellite_mcq.csv")
+    options = ["option_a", "option_b", "option_c", "option_d"]
+    gold = {r["question"]: {r[options[ord(r["correct"]) - 65]]} for r in rows.to_dict("records")}
+
+    def perfect(request):
+        text = _last_user(request)
+        if "withheld" in text:
+            return "A"
+        question = re.search(r"Question: (.*)", text).group(1)
+        return [k for k, v in _shown_options(request).items() if v in gold[question]][0]
+
+    def custom(client, folder):
+        return _run(tmp_path / folder, client, task="mcqa_single_answer", task_file=CUSTOM_MCQ, dataset=None,
+                    split=None, limit=None, permutations=3, choices_only=True)
+
+    always_a = ScriptedClient(lambda r: "A")
+    run = custom(always_a, "a")
+    assert run.task.name == "eo_satellite_mcq" and len(run.base_items) == len(rows) == 16
+    assert len(run.items) == 3 * 16 == len(run.requests)
+    for item, request in zip(run.items, run.requests):  # each order shows the gold texts at the gold letters
+        shown = _shown_options(request)
+        assert [shown[k] for k in sorted(shown)] == item.fields["choices"]
+        assert {shown[item.target]} == gold[item.question]
+    assert any(it.target != base.target for it, base in zip(run.items[1::3], run.base_items))  # the gold moves
+    run.generate()
+    assert len(always_a.calls) == 3 * 16 + 16                   # three orders and the baseline
+    baseline = always_a.calls[-1]
+    assert "withheld" in _last_user(baseline) and run.base_items[-1].question not in _last_user(baseline)
+    m = run.compute_metrics()
+    assert m["robust_acc"]["value"] == 0.0 and m["consistency"]["value"] == 0.0 and m["robust_acc"]["n"] == 16
+    first_letters = [it.target for it in run.base_items]
+    assert m["acc"]["value"] == pytest.approx(first_letters.count("A") / 16)   # order 0 is the task file's
+    assert run.choices_only_samples is not None and len(run.choices_only_samples) == 16
+
+    right = custom(ScriptedClient(perfect), "p")
+    right.generate()
+    p = right.compute_metrics()
+    assert p["robust_acc"]["value"] == 1.0 and p["consistency"]["value"] == 1.0
+    assert [p[f"acc_permutation_{j}"]["value"] for j in range(3)] == [1.0, 1.0, 1.0]
+    table = right.metrics_table()
+    assert "acc (choices only)" in table.index and "robust_acc" in table.index
+    out = right.save()
+    results = json.loads((out / "results.json").read_text())
+    assert results["design"]["permutations"] == 3 and results["choices_only"]["n"] == 16
+    assert results["choices_only"]["value"] == pytest.approx(first_letters.count("A") / 16)
+    samples = pd.read_csv(out / "samples.csv")
+    assert len(samples) == 48 and sorted(samples["permutation"].unique()) == [0, 1, 2]

@@ -8,6 +8,7 @@ import threading
 from pathlib import Path
 
 import matplotlib
+import numpy as np
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -703,3 +704,114 @@ def test_win_rate_notebook_refuses_an_injected_name_that_is_not_a_parameter():
     namespace = {"In": ["", "# Parameters\nbothorders = True\n"]}
     with pytest.raises(ParameterError, match=r"unknown parameter 'bothorders' \(did you mean 'both_orders'\?\)"):
         wr.WinRateConfig.from_notebook(namespace)
+
+
+# --------------------------------------------------------------------------- clustered questions (cluster_by)
+def _clustered_outcomes(rng, n_clusters=20, per=10, mean=0.6, icc=0.2, decisions=1):
+    """Per question `decisions` 0/1 wins of A; A's chance is shared by the questions of a cluster,
+    drawn from Beta with the given mean and intra-cluster correlation (a + b = 1 / icc - 1)."""
+    s = 1 / icc - 1
+    p = np.repeat(rng.beta(mean * s, (1 - mean) * s, n_clusters), per)
+    wins = rng.binomial(decisions, p).astype(float)
+    return wins, np.full(len(p), float(decisions)), np.repeat(np.arange(n_clusters), per)
+
+
+def test_question_interval_over_clusters_covers_where_the_question_interval_does_not():
+    rng = np.random.default_rng(11)
+    hits = {k: [] for k in ("one_question", "one_cluster", "two_question", "two_cluster")}
+    for k in range(300):
+        # one decision per question (a judge's win rate): Wilson vs the clustered score interval
+        num, den, cl = _clustered_outcomes(rng)
+        for name, extra in (("one_question", {}), ("one_cluster", {"clusters": cl})):
+            res = wr.question_interval(num, den, seed=k, n_boot=400, **extra)
+            hits[name].append(res["ci_low"] <= 0.6 <= res["ci_high"])
+        # two decisions per question (both orders): bootstrap over questions vs over clusters
+        num, den, cl = _clustered_outcomes(rng, decisions=2)
+        for name, extra in (("two_question", {}), ("two_cluster", {"clusters": cl})):
+            res = wr.question_interval(num, den, seed=k, n_boot=400, **extra)
+            hits[name].append(res["ci_low"] <= 0.6 <= res["ci_high"])
+    coverage = {k: float(np.mean(v)) for k, v in hits.items()}
+    assert coverage["one_cluster"] >= 0.93 and coverage["one_question"] < 0.8, coverage
+    assert coverage["two_cluster"] >= 0.9 and coverage["two_question"] < 0.8, coverage
+    assert "20 clusters" in res["method"] and res["n_clusters"] == 20
+
+
+def test_question_interval_with_singleton_clusters_is_the_question_interval():
+    rng = np.random.default_rng(2)
+    num, den, _ = _clustered_outcomes(rng)
+    alone = np.arange(len(num))
+    assert wr.question_interval(num, den, clusters=alone) == wr.question_interval(num, den)
+    num, den, _ = _clustered_outcomes(rng, decisions=2)
+    assert wr.question_interval(num, den, clusters=alone, seed=4) == wr.question_interval(num, den, seed=4)
+    # and the cluster bootstrap itself, run on singletons, agrees with the question bootstrap
+    from evekit.runs.win_rate.analysis import _cluster_bootstrap
+
+    boot = _cluster_bootstrap(num[:, None], den[:, None], alone, seed=4, n_boot=4000)
+    plain = wr.question_interval(num, den, seed=5, n_boot=4000)
+    assert boot["ci_low"] == pytest.approx(plain["ci_low"], abs=0.012)
+    assert boot["ci_high"] == pytest.approx(plain["ci_high"], abs=0.012)
+
+
+def _clustered_files(tmp_path, n_docs=8, per=5):
+    """Two evekit samples.csv of a run with cluster_by=source (a `cluster` column, results.json's
+    design saying so): A's answers GOOD on the first five documents, B's on the other three."""
+    questions = [f"question {i}?" for i in range(n_docs * per)]
+    source = [f"doc{i // per}" for i in range(n_docs * per)]
+    good_a = [i // per < 5 for i in range(n_docs * per)]
+    paths = []
+    for name, good in (("a", good_a), ("b", [not g for g in good_a])):
+        folder = tmp_path / name
+        folder.mkdir()
+        path = write_csv(folder / "samples.csv", questions, [("GOOD " if g else "") + f"answer {name}" for g in good])
+        df = pd.read_csv(path)
+        df["cluster"] = source
+        df.to_csv(path, index=False)
+        (folder / "results.json").write_text(json.dumps({"design": {"cluster_by": "source"}}))
+        paths.append(path)
+    return paths
+
+
+def test_cluster_by_reads_the_clusters_and_resamples_them_in_the_win_rate(tmp_path):
+    fa, fb = _clustered_files(tmp_path)
+    spec_a, spec_b = wr.ModelSpec("model-a", str(fa)), wr.ModelSpec("model-b", str(fb))
+    plain = wr.match_files(spec_a, spec_b)
+    clustered = wr.match_files(spec_a, spec_b, cluster_by="source")
+    assert "cluster" not in plain.pairs and clustered.pairs["cluster"].tolist() == [f"doc{i // 5}" for i in range(40)]
+    for comp in (plain, clustered):
+        judge(comp, ["j"], Scripted(by_quality), seed=0)
+    p, c = row(plain, "majority"), row(clustered, "majority")
+    assert p["win_rate_a"] == c["win_rate_a"] == 25 / 40
+    assert c["win_rate_a_ci_high"] - c["win_rate_a_ci_low"] > 1.5 * (p["win_rate_a_ci_high"] - p["win_rate_a_ci_low"])
+    assert "8 clusters" in c["ci_method"]
+    # the sign test flips the eight documents' (wins - losses), not the 40 questions
+    import itertools
+
+    sums = np.array([5.0] * 5 + [-5.0] * 3)
+    flips = np.array(list(itertools.product((1, -1), repeat=8)))
+    assert c["sign_test_p"] == pytest.approx(np.mean(np.abs(flips @ sums) >= abs(sums.sum()) - 1e-9))
+    assert p["sign_test_p"] == pytest.approx(binomtest(25, 40).pvalue) and c["sign_test_p"] > p["sign_test_p"]
+    # the column read as doc.<name> too, in any file that has it
+    lm = tmp_path / "lm.csv"
+    pd.read_csv(fb).drop(columns="cluster").assign(**{"doc.source": [f"doc{i // 5}" for i in range(40)]}).to_csv(lm, index=False)
+    other = wr.match_files(spec_a, wr.ModelSpec("lm", str(lm)), cluster_by="source")
+    assert other.pairs["cluster"].tolist() == clustered.pairs["cluster"].tolist()
+
+
+def test_cluster_by_errors_name_the_files_and_rows(tmp_path):
+    fa, fb = _clustered_files(tmp_path)
+    spec_a, spec_b = wr.ModelSpec("model-a", str(fa)), wr.ModelSpec("model-b", str(fb))
+    with pytest.raises(ValueError, match=r"cluster_by='exam': no answers file has that column.*samples.csv"):
+        wr.match_files(spec_a, spec_b, cluster_by="exam")
+    df = pd.read_csv(fb)
+    df.loc[3, "cluster"] = "doc7"
+    df.to_csv(fb, index=False)
+    with pytest.raises(ValueError, match=r"question 3\?.*'doc0'.*row 4 but 'doc7'.*row 4"):
+        wr.match_files(spec_a, spec_b, cluster_by="source")
+    for path in (fa, fb):  # the conflict mended; question 6 without a cluster in either file
+        df = pd.read_csv(path)
+        df["cluster"] = [f"doc{i // 5}" for i in range(40)]
+        df["cluster"] = df["cluster"].astype(object)
+        df.loc[6, "cluster"] = ""
+        df.to_csv(path, index=False)
+    with pytest.raises(ValueError, match=r"row 7 .*has no 'source' value"):
+        wr.match_files(spec_a, spec_b, cluster_by="source")

@@ -28,7 +28,7 @@ from evekit.paths import cache_path, output_path, resolve_path
 from evekit.tracking import TrackingConfig
 from evekit.types import JUDGE_MAX_TOKENS, JudgeSpec
 
-__all__ = ["files_checked", "check_files", "check_environment", "param", "Params", "OnTask", "Seeded", "Limited", "SeedLimit", "Judging", "ShowsValidation", "ExpertLabelled", "BothOrders", "Client", "Output", "injected_parameters", "check_injected",
+__all__ = ["files_checked", "check_files", "check_environment", "param", "Params", "OnTask", "Seeded", "Limited", "SeedLimit", "Judging", "ShowsValidation", "ExpertLabelled", "Clustered", "BothOrders", "Client", "Output", "injected_parameters", "check_injected",
            "check_type", "GROUPS"]
 
 # The order of the parameters cell: what is evaluated, then the model, the data, the judges, the
@@ -389,6 +389,21 @@ class ExpertLabelled(Params):
         if self.expert_labels_target is not None and not 0 < self.expert_labels_target < 0.5:
             raise ParameterError(f"parameter expert_labels_target={self.expert_labels_target!r}: a half-width "
                                  "between 0 and 0.5 (e.g. 0.03)")
+
+
+@dataclass(kw_only=True)
+class Clustered(Params):
+    """Kinds whose intervals resample clusters of items (questions from one source document, one
+    exam) instead of single items: a task run (a column of its dataset), the win rate and the
+    ranking (a column of the answer files)."""
+
+    cluster_by: str | None = param(None, help="a dataset column whose values group items (e.g. the source "
+                                   "document): intervals resample clusters (None: items)", group="repeats")
+
+    def check(self) -> None:
+        super().check()
+        if self.cluster_by is not None and not self.cluster_by.strip():
+            raise ParameterError("parameter cluster_by='' must name a column of the dataset, or be None")
 
 
 @dataclass(kw_only=True)

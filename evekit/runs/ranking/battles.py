@@ -20,7 +20,8 @@ import pandas as pd
 from evekit.errors import DataError
 from evekit.judges import JudgePanel, PairCase
 from evekit.ranking import judge_call_count, sample_pairs
-from evekit.runs.win_rate.matching import ModelSpec, item_keys, normalize_ws, read_answers
+from evekit.runs.win_rate.matching import (ModelSpec, item_keys, normalize_ws, question_clusters, read_answers,
+                                          require_clusters)
 
 __all__ = ["BATTLE_COLUMNS", "Matched", "match_models", "plan_pairs", "call_plan", "judge_battles"]
 
@@ -41,17 +42,19 @@ class Matched:
     notes: list[str] = field(default_factory=list)
 
 
-def match_models(specs: Sequence[ModelSpec], *, limit: int | None = None) -> Matched:
+def match_models(specs: Sequence[ModelSpec], *, limit: int | None = None, cluster_by: str | None = None) -> Matched:
     """Match the models' rows by item (`matching.item_keys`: the question, its documents, and where
     it repeats its reference answer and doc_id; never the row's position). A question is kept when at least two models have a usable answer
     (a failed generation is the infrastructure's, so that model sits this question out); `limit`
     keeps the first N kept questions in the first file's order. Everything left out is listed in
-    `left_out` with the reason."""
+    `left_out` with the reason. `cluster_by`: `questions` gains each question's `cluster`
+    (`matching.question_clusters`: from every file that has the column)."""
     frames, read, left = {}, [], []
     for s in specs:
-        frames[s.name] = read_answers(s.file)
+        frames[s.name] = read_answers(s.file, cluster_by)
     try:
         item_keys(frames)
+        clusters = question_clusters(frames, cluster_by) if cluster_by else None
     except ValueError as exc:
         raise DataError(str(exc)) from None
     for s in specs:
@@ -93,6 +96,11 @@ def match_models(specs: Sequence[ModelSpec], *, limit: int | None = None) -> Mat
         "question_id": qids, "question": [r.question for r in firsts], "target": [r.target for r in firsts],
         "context": [r.context for r in firsts], "key": [k[0] for k in table.index], "occ": [k[1] for k in table.index],
     })
+    if clusters is not None:
+        try:
+            questions["cluster"] = require_clusters(clusters, list(table.index), str(cluster_by), frames)
+        except ValueError as exc:
+            raise DataError(str(exc)) from None
     answers_df = table.set_axis(qids, axis=0).rename_axis("question_id")
     answers_df = answers_df.astype(object).where(answers_df.notna(), None)
     notes = []

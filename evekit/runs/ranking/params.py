@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from evekit.errors import ParameterError, unknown_names
-from evekit.runs.params import BothOrders, Client, Judging, OnTask, Output, SeedLimit, ShowsValidation, param
+from evekit.runs.params import BothOrders, Client, Clustered, Judging, OnTask, Output, SeedLimit, ShowsValidation, param
 from evekit.runs.win_rate.matching import ModelSpec, model_specs
 from evekit.tasks import head_to_head_tasks
 
@@ -15,7 +15,7 @@ TASKS = head_to_head_tasks()  # free-text answers a pairwise judge can compare
 
 
 @dataclass(kw_only=True)
-class RankingParams(OnTask, SeedLimit, ShowsValidation, Judging, BothOrders, Client, Output):
+class RankingParams(OnTask, SeedLimit, ShowsValidation, Judging, BothOrders, Clustered, Client, Output):
     """The parameters of the ranking notebook: N models' answer files, one pairwise panel."""
 
     models: list = param(help="[{name, file}], name optional: evekit samples.csv or EVE / lm-eval CSVs",

@@ -67,7 +67,7 @@ class RankingRun(NotebookRun):
 
     def load(self) -> pd.DataFrame:
         """Read every model's file and match the questions; returns rows read and usable per model."""
-        self.matched = B.match_models(self.config.model_specs, limit=self.config.limit)
+        self.matched = B.match_models(self.config.model_specs, limit=self.config.limit, cluster_by=self.config.cluster_by)
         m = self.matched
         table = m.read.copy()
         table["questions_ranked_on"] = [int(m.answers[n].notna().sum()) for n in table["model"]]
@@ -120,11 +120,13 @@ class RankingRun(NotebookRun):
         c = self.config
         battles = self._battles()
         self.notes = []
-        parts = [R.rate(battles, baseline=c.baseline, n_boot=c.n_boot, seed=c.seed, per_judge=False)]
+        clusters = self.clusters()
+        parts = [R.rate(battles, baseline=c.baseline, n_boot=c.n_boot, seed=c.seed, per_judge=False,
+                        clusters=clusters)]
         for judge in sorted(battles["judge"].astype(str).unique()):
             try:
                 part = R.rate(battles[battles["judge"] == judge], baseline=c.baseline, n_boot=c.n_boot,
-                              seed=c.seed, per_judge=False)
+                              seed=c.seed, per_judge=False, clusters=clusters)
             except DataError as exc:
                 self.notes.append(f"judge {judge}: no rating of its own ({exc})")
                 continue
@@ -132,6 +134,11 @@ class RankingRun(NotebookRun):
         self.ratings = pd.concat(parts, ignore_index=True)
         self.ratings.attrs.update(parts[0].attrs)
         return views.ratings_view(self.ratings)
+
+    def clusters(self) -> dict[str, str] | None:
+        """question_id -> its cluster under `cluster_by` (the bootstrap resamples clusters), else None."""
+        q = self._matched().questions
+        return dict(zip(q["question_id"], q["cluster"])) if "cluster" in q else None
 
     def judges_table(self) -> pd.DataFrame:
         """Each judge's 'rank · rating [CI]' beside the pooled one."""
@@ -199,11 +206,12 @@ class RankingRun(NotebookRun):
         return {
             "task": c.task, "models": [m.name for m in c.model_specs], "baseline": c.baseline,
             "judges": [j.name for j in c.judge_specs()], "n_questions": len(self._matched().questions),
+            **({"n_clusters": len(set(cl.values()))} if (cl := self.clusters()) is not None else {}),
             "n_battles": len(battles), "n_failed": int(counts.set_index("judge").at[R.POOLED, "excluded"]),
             "method": {"model": "Bradley–Terry, maximum likelihood (scipy), ties half a win, each battles.csv "
                                 "row once", "scale": "Elo: 400 log10 odds, " +
                                 ("baseline = 1000" if c.baseline else "mean = 1000"),
-                       "interval": f"percentile bootstrap over questions, {c.n_boot} resamples, seed {c.seed}",
+                       "interval": f"percentile bootstrap over {self._resampled()}, {c.n_boot} resamples, seed {c.seed}",
                        "rank": "1 + the number of models whose interval lies entirely above",
                        "style": "normalised answer-length difference as a covariate"},
             "ratings": pooled.drop(columns="judge").to_dict(orient="records"),
@@ -218,6 +226,13 @@ class RankingRun(NotebookRun):
             "plan": self.call_plan, "usage": self.usage, "seconds": self.judge_seconds,
             "demo_model_note": self.demo_note, "params": c.as_dict(),
         }
+
+    def _resampled(self) -> str:
+        """What the bootstrap resampled, in words: "questions", or "12 clusters of questions (cluster_by source)"."""
+        clusters = self.clusters()
+        if clusters is None:
+            return "questions"
+        return f"{len(set(clusters.values()))} clusters of questions (cluster_by {self.config.cluster_by})"
 
     def save(self) -> Path:
         """Write outputs/<run_name>/ranking/<task>/ and print where."""

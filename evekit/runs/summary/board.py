@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from evekit.atomic import save_figure_atomic, write_csv_atomic
-from evekit import stats
+from evekit import repeats, stats
 from evekit.cards import MARK, comparison_card, comparisons_card
 from evekit.naming import configuration_name
 from evekit.paths import safe_name
@@ -254,8 +254,9 @@ class _Samples:
         return self.read[e.folder]
 
     def scores(self, e: Entry, metric: str) -> pd.DataFrame | None:
-        """doc_id and the per-item values of `metric` (column `value`), or None if the run has none."""
-        from evekit.tasks import metric_column
+        """doc_id and the per-item values of `metric` (column `value`), plus the item's `cluster`
+        when the run set `cluster_by`; None if the run has no per-item `metric`."""
+        from evekit.tasks import CLUSTER_COLUMN, metric_column
 
         df = self(e)
         col = metric_column(metric, _judge_names(e, df))
@@ -263,10 +264,46 @@ class _Samples:
             return None
         if "permutation" in df:  # shuffled options: the headline is the original order's
             df = df[df["permutation"] == 0]
-        values = df[["doc_id", col]].rename(columns={col: "value"})
+        keep = ["doc_id", col] + ([CLUSTER_COLUMN] if cluster_by(e) and CLUSTER_COLUMN in df else [])
+        values = df[keep].rename(columns={col: "value", CLUSTER_COLUMN: "cluster"})
         if "repeat" in df:  # repeats: one value per item, its mean over repeats (the run's own metric)
-            values = values.dropna().groupby("doc_id", as_index=False, sort=False)["value"].mean()
+            values = values.dropna(subset=["value"]).groupby("doc_id", as_index=False, sort=False).agg(
+                {"value": "mean", **({"cluster": "first"} if "cluster" in values else {})})
         return values
+
+
+def cluster_by(e: Entry) -> str | None:
+    """The dataset column whose values grouped the run's items (results.json `design`), or None."""
+    return (e.results.get("design") or {}).get("cluster_by") or None
+
+
+def _pair_clusters(merged: pd.DataFrame, a: Entry, b: Entry) -> tuple[np.ndarray | None, str]:
+    """The resampling units of a paired test on `merged` (doc_id, value_a, value_b and the runs'
+    cluster columns) and what to call them. A run's clusters bind its items together whatever the
+    other model did, so items that share a cluster in either run share a unit (the connected
+    components of both groupings: never finer than either); no cluster column: items."""
+    columns = [c for c in ("cluster_a", "cluster_b", "cluster") if c in merged]
+    if not columns:
+        return None, "items"
+    names = " and ".join(dict.fromkeys(n for n in (cluster_by(a), cluster_by(b)) if n))
+    # union-find over item positions: one parent per item, items of one cluster linked to its first
+    parent = np.arange(len(merged))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    for column in columns:
+        first: dict[Any, int] = {}
+        for i, label in enumerate(merged[column].to_numpy()):
+            j = first.setdefault(label, i)
+            parent[root(i)] = root(j)
+    units = np.array([root(i) for i in range(len(merged))])
+    g = len(set(units.tolist()))
+    joined = " (both runs' clusters joined)" if len(columns) == 2 and cluster_by(a) != cluster_by(b) else ""
+    return units, f"clusters by {names}{joined}: {g} clusters"
 
 
 def _by_task(entries: list[Entry]) -> dict[str, list[Entry]]:
@@ -303,7 +340,8 @@ def _headlines(entries: list[Entry]) -> set[str]:
 
 
 PAIRED_COLUMNS = ["task", "metric", "model_a", "model_b", "n_shared", "mean_a", "mean_b", "difference",
-                  "test", "p_value", "p_holm", "ci_low", "ci_high", "ci_method", "n_discordant", "note"]
+                  "test", "p_value", "p_holm", "ci_low", "ci_high", "ci_method", "resampled", "n_clusters",
+                  "n_discordant", "note"]
 
 
 def paired_tests(entries: list[Entry], seed: int = 0) -> pd.DataFrame:
@@ -317,6 +355,12 @@ def paired_tests(entries: list[Entry], seed: int = 0) -> pd.DataFrame:
     p-values over every pair of the table (`stats.holm`). A pair that cannot be compared keeps
     its row with the reason in `note`. A headline corrected by expert labels (`<metric>_ppi`) is
     compared on its raw verdicts: `metric` names the raw one and `note` says so (why: `PAIRED_RAW_NOTE`).
+
+    When either run set `cluster_by`, items of one cluster are not independent: the test is
+    `repeats.paired_difference` over clusters (a sign-flip test of the clusters' summed
+    differences, a t interval on the cluster-robust SE; with every cluster a single item, the
+    item-level test above). `resampled` says what the test resampled ("items", or the clusters and
+    their number, `n_clusters`).
     """
     rows = []
     samples = _Samples()
@@ -340,10 +384,17 @@ def paired_tests(entries: list[Entry], seed: int = 0) -> pd.DataFrame:
                 rows.append({**row, "n_shared": 0, "note": "no item scored for both models"})
                 continue
             x, y = merged["value_a"].to_numpy(float), merged["value_b"].to_numpy(float)
-            cp = stats.compare_paired(x, y, seed=seed)
+            units, resampled = _pair_clusters(merged, a, b)
+            if units is None:
+                cp = stats.compare_paired(x, y, seed=seed)
+            else:  # clustered items: the test flips, and the interval resamples, whole clusters
+                index = pd.Index(merged["doc_id"])
+                cp = repeats.paired_difference(pd.Series(x, index=index), pd.Series(y, index=index),
+                                               clusters=pd.Series(units, index=index), seed=seed)
             rows.append({**row, "n_shared": cp["n"], "mean_a": _tidy(x.mean()), "mean_b": _tidy(y.mean()),
                          "difference": cp["diff"], "test": cp["test"], "p_value": cp["p_value"],
                          "ci_low": cp["ci_low"], "ci_high": cp["ci_high"], "ci_method": cp["ci_method"],
+                         "resampled": resampled, "n_clusters": cp.get("n_clusters"),
                          "n_discordant": cp.get("n_discordant"),
                          "note": "" if raw == metric else f"the raw {raw}, not the corrected headline {metric}"})
     table = pd.DataFrame(rows, columns=PAIRED_COLUMNS)
@@ -352,6 +403,8 @@ def paired_tests(entries: list[Entry], seed: int = 0) -> pd.DataFrame:
         table["note"] = table["note"].fillna("")
         table["n_discordant"] = table["n_discordant"].astype("Int64")
         table["n_shared"] = table["n_shared"].astype("Int64")
+        table["n_clusters"] = table["n_clusters"].astype("Int64")
+        table["resampled"] = table["resampled"].fillna("")
     return table
 
 

@@ -8,15 +8,30 @@ from typing import Any, Literal, Mapping
 from evekit.errors import ParameterError
 from evekit.paths import safe_name
 from evekit.repeats import check_reducer
-from evekit.runs.params import Client, ExpertLabelled, Judging, OnTask, Output, SeedLimit, ShowsValidation, param
+from evekit.runs.params import (Client, Clustered, ExpertLabelled, Judging, OnTask, Output, Params, SeedLimit,
+                               ShowsValidation, param)
 from evekit.tasks import SCORING, TASKS, supports_logprobs
 from evekit.types import check_api_key_env
 
-__all__ = ["TaskParams"]
+__all__ = ["TaskParams", "Repeated"]
 
 
 @dataclass(kw_only=True)
-class TaskParams(OnTask, SeedLimit, ShowsValidation, ExpertLabelled, Judging, Client, Output):
+class Repeated(Params):
+    """A task run's repeats (evekit.repeats): intervals that include run-to-run variance. Declared
+    before `Clustered` among TaskParams' bases so the parameters cell lists them first."""
+
+    repeats: int = param(1, help="answers per item; the interval resamples items with all their repeats",
+                         group="repeats", minimum=1)
+    repeat_over: Literal["sampling", "fewshot", "both"] = param(
+        "sampling", help='what varies between repeats: "sampling" (a seed per repeat; needs temperature > 0), '
+        '"fewshot" (a fresh few-shot draw per repeat) or "both"', group="repeats")
+    reducer: str = param("mean", help='one value per item from its repeats: "mean", "mode", "pass_at_k", '
+                         '"pass_all_k" (or pass_at_<j>, pass_all_<j>)', group="repeats")
+
+
+@dataclass(kw_only=True)
+class TaskParams(OnTask, SeedLimit, ShowsValidation, ExpertLabelled, Judging, Clustered, Repeated, Client, Output):
     """Everything one task notebook needs; the parameter contract of the task notebooks."""
 
     task_file: str | None = param(None, help="evekit task YAML or an Inspect AI eval.yaml", group="what",
@@ -39,17 +54,8 @@ class TaskParams(OnTask, SeedLimit, ShowsValidation, ExpertLabelled, Judging, Cl
     split: str | None = param("train", help="split of a hub dataset", group="data")
     scoring: str | None = param(None, help='"text", "logprobs" or "both" (None: the task\'s own, "text" for EVE '
                                 "tasks)", group="data")
-    # Repeats, clusters and shuffled options (evekit.repeats, evekit.robustness): intervals that
-    # include run-to-run variance and shared sources, and multiple-choice scores that survive a shuffle.
-    repeats: int = param(1, help="answers per item; the interval resamples items with all their repeats",
-                         group="repeats", minimum=1)
-    repeat_over: Literal["sampling", "fewshot", "both"] = param(
-        "sampling", help='what varies between repeats: "sampling" (a seed per repeat; needs temperature > 0), '
-        '"fewshot" (a fresh few-shot draw per repeat) or "both"', group="repeats")
-    reducer: str = param("mean", help='one value per item from its repeats: "mean", "mode", "pass_at_k", '
-                         '"pass_all_k" (or pass_at_<j>, pass_all_<j>)', group="repeats")
-    cluster_by: str | None = param(None, help="a dataset column whose values group items (e.g. the source "
-                                   "document): intervals resample clusters (None: items)", group="repeats")
+    # Shuffled options (evekit.robustness), after the repeats and cluster_by of the bases: multiple-choice
+    # scores that survive a shuffle.
     permutations: int = param(0, help="multiple choice: also ask each item with its options shuffled, k seeded "
                               "orders (0: off); adds robust accuracy and consistency", group="repeats", minimum=0)
     choices_only: bool = param(False, help="multiple choice: add the choices-only baseline (question withheld)",
@@ -115,8 +121,6 @@ class TaskParams(OnTask, SeedLimit, ShowsValidation, ExpertLabelled, Judging, Cl
                 raise ParameterError("parameter expert_labels corrects judged scores: set judges too")
             if not isinstance(self.expert_labels, str):
                 raise ParameterError("parameter expert_labels: a task run takes one sheet (a file name)")
-        if self.cluster_by is not None and not self.cluster_by.strip():
-            raise ParameterError("parameter cluster_by='' must name a column of the dataset, or be None")
         if self.group_by is not None and not self.group_by.strip():
             raise ParameterError("parameter group_by='' must name a column of the dataset, or be None")
 

@@ -45,7 +45,8 @@ from evekit.types import Usage
 RULE_METHOD = "rule"
 RULE_REASON = "unparsed answer: FAIL by rule (not sent to the judges)"
 GROUP_PLOT = "by_group.png"
-# Keys of a repeat-aware metric shown by design_table() (and kept in results.json), not in the metrics table.
+# Keys of a repeat-aware metric kept in results.json but not in the metrics table; design_table() shows the
+# reader's ones (design effect, var_within, var_between and their shares).
 DESIGN_DETAILS = ("effective_n", "df", "repeats", "se", "design_effect", "design_effect_clusters", "var_within",
                   "var_between", "var_between_raw", "var_item_means", "share_within", "share_between",
                   "n_excluded")
@@ -776,8 +777,10 @@ class TaskRun(NotebookRun):
 
     def design_table(self) -> pd.DataFrame | None:
         """With repeats or clusters: per metric its repeat-aware interval, the items and answers
-        behind it, the design effect, the shares of the interval's variance due to run-to-run noise
-        (more repeats shrink it) and to which items were drawn (only more items do), and the
+        behind it, the design effect, the within-item (run-to-run) and between-item variances of one
+        answer (`var_within`, `var_between`; Miller 2024 section 4) and the shares of the interval's
+        variance due to run-to-run noise (more repeats shrink it) and to which items were drawn
+        (only more items do), and the
         half-width one would expect with twice the repeats or twice the items (Miller 2024). With
         permutations: robust accuracy, consistency and accuracy under each option order. None (and
         a line saying how to ask for it) otherwise."""
@@ -793,7 +796,8 @@ class TaskRun(NotebookRun):
                 rows[name] = {k: m.get(k) for k in ("value", "ci_low", "ci_high", "n", "method")}
             elif self.design is not None and "n_answers" in m:
                 row = {k: m.get(k) for k in ("value", "ci_low", "ci_high", "n", "n_answers", "n_clusters",
-                                              "design_effect", "share_within", "share_between", "method")}
+                                              "design_effect", "var_within", "var_between", "share_within",
+                                              "share_between", "method")}
                 if c.repeats > 1 and pd.notna(m.get("var_within")):
                     row["± now"] = (m["ci_high"] - m["ci_low"]) / 2
                     row["± with 2× repeats"] = repeats.projected_interval(m, repeats=2 * m["repeats"])["half_width"]

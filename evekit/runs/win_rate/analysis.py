@@ -20,7 +20,7 @@ from evekit.runs.win_rate.params import ALPHA
 from evekit.runs.win_rate.matching import Comparison
 
 __all__ = ["SUMMARY_COLUMNS", "CI_COLUMNS", "win_rates", "sign_test", "judge_agreement", "agreement_matrix",
-           "question_interval", "summarize", "eve_metrics"]
+           "question_interval", "cluster_sign_test", "summarize", "eve_metrics"]
 
 
 def win_rates(wins_a: int, wins_b: int, ties: int) -> dict[str, float]:
@@ -78,8 +78,30 @@ def _ratio_of_sums(k: int):
     return stat
 
 
+def _cluster_bootstrap(num: np.ndarray, den: np.ndarray, clusters: np.ndarray, *, seed: int,
+                       n_boot: int, level: float = 0.95) -> dict[str, Any]:
+    """Percentile interval of the ratio-of-sums statistic resampling clusters of questions (each
+    drawn with all its questions): `stats.cluster_bootstrap_weights`; resamples where some judge
+    has no observation are undefined, counted in `n_defined`."""
+    k = num.shape[1]
+    value = float(_ratio_of_sums(k)(np.column_stack([num, den])))
+    w = stats.cluster_bootstrap_weights(clusters, n_boot, seed)  # resamples x questions
+    snum, sden = w @ num, w @ den
+    with np.errstate(divide="ignore", invalid="ignore"):
+        dist = np.where(sden > 0, snum / np.where(sden > 0, sden, 1), np.nan).mean(axis=1)
+    defined = dist[np.isfinite(dist)]
+    g = len(set(clusters.tolist()))
+    out: dict[str, Any] = {"value": value, "n": len(num), "n_clusters": g, "n_boot": n_boot,
+                           "n_defined": int(len(defined)),
+                           "method": f"percentile bootstrap over clusters ({g} clusters)"}
+    tail = 100 * (1 - level) / 2
+    low, high = np.percentile(defined, [tail, 100 - tail]) if len(defined) else (np.nan, np.nan)
+    out.update(ci_low=float(low), ci_high=float(high))
+    return stats.tidy(out)
+
+
 def question_interval(num: Any, den: Any, *, bounds: tuple[float, float] = (0.0, 1.0), seed: int = 0,
-                      n_boot: int = 2000) -> dict[str, Any]:
+                      n_boot: int = 2000, clusters: Any = None) -> dict[str, Any]:
     """95% interval of mean over judges j of sum_i num[i, j] / sum_i den[i, j], resampling questions i.
 
     `num`, `den`: one row per question, one column per judge (or 1-D for one judge); den[i, j] is
@@ -90,20 +112,41 @@ def question_interval(num: Any, den: Any, *, bounds: tuple[float, float] = (0.0,
     questions, the statistic is the mean of a per-question value: `stats.interval` "proportion"
     (Wilson) for 0/1 values, "graded_mean" (BCa) otherwise. Else a percentile bootstrap of the
     statistic over questions (`stats.interval` "corpus"), reporting `n_defined` of `n_boot`.
+
+    `clusters` (one label per question, `cluster_by`): the interval resamples clusters, each with
+    all its questions. A per-question value gets the task runs' clustered interval
+    (`repeats.repeat_interval`: Wilson with the cluster-robust design effect and a t quantile);
+    otherwise a percentile bootstrap over clusters (`stats.cluster_bootstrap_weights`). With every
+    cluster a single question: the interval without clusters.
     """
     num, den = np.asarray(num, dtype=float), np.asarray(den, dtype=float)
     if num.ndim == 1:
         num, den = num[:, None], den[:, None]
     used = (den > 0).any(axis=1)
     num, den = num[used], den[used]
+    if clusters is not None:
+        clusters = np.asarray(clusters, dtype=object)
+        if len(clusters) != len(used):
+            raise ValueError(f"clusters: {len(clusters)} labels for {len(used)} questions")
+        clusters = clusters[used]
+        if len(set(clusters.tolist())) == len(clusters):  # every cluster one question: no clusters
+            clusters = None
     if len(num) == 0:
         nan = float("nan")
         return {"value": nan, "ci_low": nan, "ci_high": nan, "n": 0, "method": "none (no observation)"}
     if np.isin(den, (0.0, 1.0)).all() and (den == den[:, :1]).all():
         per_question = num.mean(axis=1)
         kind = "proportion" if np.isin(per_question, (0.0, 1.0)).all() and bounds == (0.0, 1.0) else "graded_mean"
+        if clusters is not None:
+            from evekit.repeats import repeat_interval
+
+            res = repeat_interval(per_question, np.arange(len(per_question)), clusters=clusters, kind=kind,
+                                  bounds=bounds, seed=seed, n_boot=n_boot)
+            return {k: res[k] for k in ("value", "ci_low", "ci_high", "n", "method", "n_clusters")}
         return stats.interval(per_question, kind, seed=seed, n_boot=n_boot,
                               **({"bounds": bounds} if kind == "graded_mean" else {}))
+    if clusters is not None:
+        return _cluster_bootstrap(num, den, clusters, seed=seed, n_boot=n_boot)
     res = stats.interval(np.column_stack([num, den]), "corpus", stat=_ratio_of_sums(num.shape[1]), seed=seed,
                          n_boot=n_boot)
     res["method"] = res["method"].replace("percentile", "percentile bootstrap over questions", 1)
@@ -132,11 +175,12 @@ CI_COLUMNS = ["win_rate_a", "win_rate_b", "tie_rate", "alpaca_win_rate_a", "alpa
 
 
 def _add_intervals(row: dict[str, Any], parts: dict[str, tuple[np.ndarray, np.ndarray]], seed: int,
-                   n_boot: int) -> None:
+                   n_boot: int, clusters: np.ndarray | None = None) -> None:
     """Fill <col>_ci_low/_ci_high for every part; `ci_method` lists which method served which columns."""
     methods: dict[str, list[str]] = {}
     for col, (num, den) in parts.items():
-        res = question_interval(num, den, bounds=_BOUNDS.get(col, (0.0, 1.0)), seed=seed, n_boot=n_boot)
+        res = question_interval(num, den, bounds=_BOUNDS.get(col, (0.0, 1.0)), seed=seed, n_boot=n_boot,
+                                clusters=clusters)
         row[f"{col}_ci_low"], row[f"{col}_ci_high"] = res["ci_low"], res["ci_high"]
         method = str(res["method"])
         if "n_defined" in res and res["n_defined"] < res.get("n_boot", 0):
@@ -145,17 +189,32 @@ def _add_intervals(row: dict[str, Any], parts: dict[str, tuple[np.ndarray, np.nd
     row["ci_method"] = "; ".join(f"{m}: {', '.join(cols)}" for m, cols in methods.items())
 
 
+def cluster_sign_test(sides: pd.Series, clusters: pd.Series) -> float:
+    """The sign test when questions come in clusters (`cluster_by`): a sign-flip permutation test
+    of each cluster's wins of A minus wins of B (ties 0), exact up to 15 clusters
+    (`stats.sign_flip_test`); with every cluster one question, the exact sign test itself."""
+    valid = sides.dropna()
+    labels = clusters.reindex(valid.index)
+    if labels.nunique() == len(labels):
+        return sign_test(int((valid == "a").sum()), int((valid == "b").sum()))
+    score = (valid == "a").astype(float) - (valid == "b").astype(float)
+    sums = score.groupby(labels.to_numpy()).sum().to_numpy(float)
+    return stats.sign_flip_test(sums)[0] if len(sums) else float("nan")
+
+
 def _stats(sides: pd.Series, pairs: pd.DataFrame, name_a: str, name_b: str, alpha: float,
            first_votes: tuple[int, int] | None) -> dict[str, Any]:
-    """Counts, rates, CIs, sign test and length bias of one judge (or aggregate) over its questions."""
+    """Counts, rates, CIs, sign test and length bias of one judge (or aggregate) over its questions
+    (with a `cluster` column in `pairs`, the sign test flips clusters)."""
     valid = sides.dropna()
     wa, wb = int((valid == "a").sum()), int((valid == "b").sum())
     ties, n = int((valid == "tie").sum()), int(len(valid))
     row: dict[str, Any] = {"n": n, "wins_a": wa, "losses_a": wb, "wins_b": wb, "losses_b": wa, "ties": ties}
     row.update(win_rates(wa, wb, ties))
+    # (intervals over clusters replace these in `_add_intervals`)
     row["win_rate_a_ci_low"], row["win_rate_a_ci_high"] = wilson_ci(wa, n)
     row["win_rate_b_ci_low"], row["win_rate_b_ci_high"] = wilson_ci(wb, n)
-    p = sign_test(wa, wb)
+    p = cluster_sign_test(valid, pairs.set_index("qid")["cluster"]) if "cluster" in pairs else sign_test(wa, wb)
     row["sign_test_p"] = p
     row["better"] = (name_a if wa > wb else name_b) if p < alpha else "neither"
     lens = pairs.set_index("qid").loc[valid.index, ["len_a", "len_b"]]
@@ -209,12 +268,16 @@ def summarize(comp: Comparison, alpha: float = ALPHA, *, seed: int = 0, n_boot: 
     rate, the differences win_rate_a - win_rate_b, the average row when every judge decided the
     same questions), a percentile bootstrap over questions otherwise (position bias in both
     orders: two decisions per question; the average row when judges decided different questions).
+    With a `cluster` column in the pairs (`cluster_by`), every interval and the sign test resample
+    clusters of questions instead (`question_interval`, `cluster_sign_test`).
     """
     res, out, pairs = comp.results, comp.outcomes, comp.pairs
     base = {"comparison": comp.label, "model_a": comp.name_a, "model_b": comp.name_b,
             "identical": int(pairs["identical"].sum())}
     qids = out.index
     lengths = pairs.set_index("qid")[["len_a", "len_b"]]
+    # cluster_by: every interval resamples clusters of questions (labels aligned with the outcomes)
+    clusters = pairs.set_index("qid")["cluster"].reindex(qids).to_numpy(object) if "cluster" in pairs else None
     agreement = judge_agreement(out)
     per_agree = per_sample_agreement(out) if len(out) else pd.Series(dtype=float)
     agree_part = (per_agree.fillna(0).to_numpy(float), per_agree.notna().to_numpy(float))
@@ -238,7 +301,7 @@ def summarize(comp: Comparison, alpha: float = ALPHA, *, seed: int = 0, n_boot: 
             row["position_consistency"] = consistent.sum() / judged.sum() if judged.any() else float("nan")
             parts["position_consistency"] = (_per_question(consistent.astype(float), qids),
                                              _per_question(judged.astype(float), qids))
-        _add_intervals(row, parts, seed, n_boot)
+        _add_intervals(row, parts, seed, n_boot, clusters)
         rows.append(row)
         judge_parts.append(parts)
     reduce = get_kind("pairwise").reduce  # the pairwise kind's vote: most common verdict, a draw is a tie
@@ -258,7 +321,7 @@ def summarize(comp: Comparison, alpha: float = ALPHA, *, seed: int = 0, n_boot: 
            **_stats(majority, pairs, comp.name_a, comp.name_b, alpha, first_votes),
            "judge_agreement": agreement, "failed": int(majority.isna().sum()),
            "failed_decisions": int(res["failed"].sum())}
-    _add_intervals(row, parts, seed, n_boot)
+    _add_intervals(row, parts, seed, n_boot, clusters)
     rows.append(row)
     judge_rows = pd.DataFrame(rows[:-1])
     mean_cols = ["win_rate_a", "win_rate_b", "tie_rate", "alpaca_win_rate_a", "alpaca_win_rate_b",
@@ -276,7 +339,7 @@ def summarize(comp: Comparison, alpha: float = ALPHA, *, seed: int = 0, n_boot: 
             avg_parts[col] = (np.column_stack([h[0] for h in have]), np.column_stack([h[1] for h in have]))
     if len(comp.judges) > 1:
         avg_parts["judge_agreement"] = agree_part
-    _add_intervals(row, avg_parts, seed, n_boot)
+    _add_intervals(row, avg_parts, seed, n_boot, clusters)
     rows.append(row)
     table = pd.DataFrame(rows).reindex(columns=SUMMARY_COLUMNS)
     counts = ["n", "wins_a", "losses_a", "wins_b", "losses_b", "ties", "position_votes", "consistent_pairs",

@@ -22,7 +22,8 @@ from evekit.paths import display_path, resolve_path, safe_name
 from evekit.runs.params import check_files
 
 __all__ = ["REQUIRED_COLUMNS", "DOC_PREFIXES", "doc_column", "doc_spellings", "ModelSpec", "Comparison", "normalize_ws",
-           "unwrap_response", "read_answers", "item_keys", "match_files", "load_comparisons"]
+           "unwrap_response", "read_answers", "cluster_column", "item_keys", "question_clusters", "require_clusters",
+           "match_files", "load_comparisons"]
 
 REQUIRED_COLUMNS = ("doc.Question", "target", "filtered_resps")
 # How a dataset field (`Question`, `Answer`, `Choices`, ...) is spelt in an answers CSV: EVE's evalkit
@@ -130,11 +131,34 @@ def _parse_failed(value: str, path: Path, row: int) -> bool:
     raise ValueError(f"{path}: row {row}, column 'failed': expected True/False, got {value!r}")
 
 
-def read_answers(path: str | Path) -> pd.DataFrame:
+def cluster_column(path: Path, columns: Sequence[str], cluster_by: str) -> str | None:
+    """The column of an answers file that holds `cluster_by`: the column itself in any spelling of a
+    `doc.` field (`doc_column`), or the `cluster` column of an evekit samples.csv whose run set
+    `cluster_by` to it (its results.json says so); None when the file has neither."""
+    found = doc_column(columns, cluster_by)
+    if found is not None:
+        return found
+    lower = {str(c).lower(): c for c in columns}
+    results = path.parent / "results.json"
+    if "cluster" in lower and results.is_file():
+        import json
+
+        try:
+            design = json.loads(results.read_text()).get("design") or {}
+        except (OSError, ValueError):
+            return None
+        if str(design.get("cluster_by") or "").lower() == cluster_by.lower():
+            return lower["cluster"]
+    return None
+
+
+def read_answers(path: str | Path, cluster_by: str | None = None) -> pd.DataFrame:
     """One model's answers from a samples CSV (evekit, EVE evalkit or lm-evaluation-harness).
 
     Returns columns row (1-based data row), doc_id, question, key (normalised question), target,
     answer, failed, error. A missing column is an error naming the file and listing its columns.
+    With `cluster_by` also `cluster` (its value per row, None where empty or where the file lacks
+    the column: `cluster_column`; attrs["cluster_column"] names the column read, or None).
     """
     path = resolve_path(path)
     try:
@@ -166,8 +190,14 @@ def read_answers(path: str | Path) -> pd.DataFrame:
     })
     df["key"] = df["question"].map(normalize_ws)
     df["context"] = _context(raw)
+    if cluster_by:
+        column = cluster_column(path, raw.columns, cluster_by)
+        df["cluster"] = (raw[column].map(lambda v: v.strip() or None) if column is not None
+                         else pd.Series([None] * len(raw), dtype=object))
+        df.attrs["cluster_column"] = column
     df.attrs["has_doc_id"] = "doc_id" in lower
     df.attrs["file"] = str(path)
+    df.attrs["columns"] = list(raw.columns)
     return df
 
 
@@ -249,6 +279,48 @@ def item_keys(frames: dict[str, pd.DataFrame]) -> None:
         df["occ"] = df.groupby("key").cumcount()
 
 
+def question_clusters(frames: dict[str, pd.DataFrame], cluster_by: str) -> dict[tuple[str, int], str]:
+    """Each item's (`key`, `occ` of `item_keys`) cluster, from every answers file read with
+    `cluster_by` that has it. No file with the column, or two files that put one item in different
+    clusters, is a ValueError naming the files (and rows); an item no file gives a value has none
+    here (`require_clusters` names it when it is used)."""
+    having = {n: df for n, df in frames.items() if df.attrs.get("cluster_column")}
+    if not having:
+        shown = "; ".join(f"{df.attrs.get('file', n)}: {', '.join(map(repr, df.attrs.get('columns', [])))}"
+                          for n, df in frames.items())
+        raise ValueError(f"cluster_by={cluster_by!r}: no answers file has that column (as {cluster_by!r}, "
+                         f"'doc.{cluster_by}', or the 'cluster' column of an evekit samples.csv whose run set "
+                         f"cluster_by={cluster_by!r}); files and columns: {shown}")
+    out: dict[tuple[str, int], str] = {}
+    where: dict[tuple[str, int], str] = {}
+    for name, df in having.items():
+        for r in df.itertuples():
+            if r.cluster is None or pd.isna(r.cluster):
+                continue
+            key = (r.key, r.occ)
+            here = f"{df.attrs.get('file', name)} row {r.row}"
+            if key in out and out[key] != r.cluster:
+                raise ValueError(f"cluster_by={cluster_by!r}: the question {normalize_ws(r.question)[:80]!r} is in "
+                                 f"cluster {out[key]!r} in {where[key]} but {r.cluster!r} in {here}; one question "
+                                 "belongs to one cluster")
+            out.setdefault(key, r.cluster)
+            where.setdefault(key, here)
+    return out
+
+
+def require_clusters(clusters: dict[tuple[str, int], str], keys: Sequence[tuple[str, int]], cluster_by: str,
+                     frames: dict[str, pd.DataFrame]) -> list[str]:
+    """The clusters of `keys` in order; a key without one is a ValueError naming its file and row."""
+    missing = [k for k in keys if k not in clusters]
+    if missing:
+        key = missing[0]
+        name, df = next((n, f) for n, f in frames.items() if ((f["key"] == key[0]) & (f["occ"] == key[1])).any())
+        row = int(df.loc[(df["key"] == key[0]) & (df["occ"] == key[1]), "row"].iloc[0])
+        raise ValueError(f"cluster_by={cluster_by!r}: {df.attrs.get('file', name)} row {row} (and "
+                         f"{len(missing) - 1} more question(s)) has no {cluster_by!r} value in any answers file")
+    return [clusters[k] for k in keys]
+
+
 @dataclass
 class Comparison:
     """One model pair: the matched questions, what could not be matched, and (after judging) results."""
@@ -277,14 +349,17 @@ class Comparison:
         return f"{safe_name(self.name_a)}_vs_{safe_name(self.name_b)}"
 
 
-def match_files(spec_a: ModelSpec, spec_b: ModelSpec, *, limit: int | None = None) -> Comparison:
+def match_files(spec_a: ModelSpec, spec_b: ModelSpec, *, limit: int | None = None,
+                cluster_by: str | None = None) -> Comparison:
     """Pair the two models' rows by item (`item_keys`: the question, its documents, and where it
     repeats its reference answer and doc_id; never the row's position). Rows without a
     partner are reported in `unmatched`; pairs where either generation failed are excluded and
     listed in `failed_generation`; `limit` keeps the first N usable pairs in model A's order.
+    `cluster_by`: `pairs` gains each question's `cluster` (`question_clusters`).
     """
-    a, b = read_answers(spec_a.file), read_answers(spec_b.file)
+    a, b = read_answers(spec_a.file, cluster_by), read_answers(spec_b.file, cluster_by)
     item_keys({"a": a, "b": b})
+    clusters = question_clusters({"a": a, "b": b}, cluster_by) if cluster_by else None
     m = a.merge(b, on=["key", "occ"], how="outer", suffixes=("_a", "_b"), indicator=True)
     both = m[m["_merge"] == "both"].sort_values("row_a")
     if both.empty:
@@ -327,6 +402,9 @@ def match_files(spec_a: ModelSpec, spec_b: ModelSpec, *, limit: int | None = Non
         "len_b": answer_b.str.len().to_numpy(),
         "identical": (answer_a == answer_b).to_numpy(),
     })
+    if clusters is not None:
+        pairs["cluster"] = require_clusters(clusters, list(zip(good["key"], good["occ"])), str(cluster_by),
+                                            {"a": a, "b": b})
     return Comparison(
         name_a=spec_a.name, name_b=spec_b.name, file_a=spec_a.file, file_b=spec_b.file, pairs=pairs,
         unmatched=unmatched, failed_generation=failed_generation, n_rows_a=len(a), n_rows_b=len(b),
@@ -336,6 +414,6 @@ def match_files(spec_a: ModelSpec, spec_b: ModelSpec, *, limit: int | None = Non
 
 
 def load_comparisons(model_a: Sequence[ModelSpec], model_b: Sequence[ModelSpec], *,
-                     limit: int | None = None) -> list[Comparison]:
-    """Every model_a x model_b pair, matched and ready to judge."""
-    return [match_files(a, b, limit=limit) for a in model_a for b in model_b]
+                     limit: int | None = None, cluster_by: str | None = None) -> list[Comparison]:
+    """Every model_a x model_b pair, matched and ready to judge (`cluster_by`: see `match_files`)."""
+    return [match_files(a, b, limit=limit, cluster_by=cluster_by) for a in model_a for b in model_b]

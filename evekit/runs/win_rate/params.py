@@ -5,7 +5,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from evekit.errors import ParameterError
-from evekit.runs.params import BothOrders, Client, ExpertLabelled, Judging, OnTask, Output, SeedLimit, ShowsValidation, param
+from evekit.runs.params import (BothOrders, Client, Clustered, ExpertLabelled, Judging, OnTask, Output, SeedLimit,
+                               ShowsValidation, param)
 from evekit.runs.win_rate.matching import ModelSpec, model_specs
 from evekit.tasks import head_to_head_tasks
 
@@ -16,7 +17,8 @@ ALPHA = 0.05
 
 
 @dataclass(kw_only=True)
-class WinRateParams(OnTask, SeedLimit, ShowsValidation, ExpertLabelled, Judging, BothOrders, Client, Output):
+class WinRateParams(OnTask, SeedLimit, ShowsValidation, ExpertLabelled, Judging, BothOrders, Clustered, Client,
+                    Output):
     """The parameters of the win-rate notebook: every model_a against every model_b."""
 
     model_a: list = param(help="[{name, file}], name optional: evekit samples.csv or CSVs of EVE's evalkit / lm-eval",

@@ -48,7 +48,8 @@ class WinRateRun(NotebookRun):
 
     def load(self) -> pd.DataFrame:
         """Every model_a x model_b pair, matched by question; returns what was read, matched and left out."""
-        self.comparisons = load_comparisons(self.config.model_a_specs, self.config.model_b_specs, limit=self.config.limit)
+        c = self.config
+        self.comparisons = load_comparisons(c.model_a_specs, c.model_b_specs, limit=c.limit, cluster_by=c.cluster_by)
         return views.matching_table(self.comparisons).set_index("comparison")
 
     def unmatched_table(self) -> pd.DataFrame:
