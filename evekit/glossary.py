@@ -45,7 +45,9 @@ GLOSSARY: dict[str, str] = {
     "hard_iou": "character overlap of predicted and gold hallucinated spans per item, averaged "
                 "(0 to 1; higher is better; 1 when both are empty).",
     "soft_spearman": "rank correlation of predicted and gold per-character hallucination probabilities, per item, "
-                     "averaged (-1 to 1; higher is better).",
+                     "averaged (-1 to 1; higher is better). An item where a side is constant (no span marked, "
+                     "or the whole answer marked alike) has no rank correlation and counts, as in Mu-SHROOM's "
+                     "scorer, 1 when both sides are constant and 0 when only one is.",
     "span_precision": "of the characters marked hallucinated, the share that are (0 to 1; higher is better).",
     "span_recall": "of the hallucinated characters, the share marked (0 to 1; higher is better).",
     "span_f1": "harmonic mean of span precision and recall (0 to 1; higher is better).",

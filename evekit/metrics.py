@@ -641,7 +641,9 @@ for _metric in (
     Metric("hard_iou", "graded_mean", "character IoU of predicted and gold hard spans per item (Mu-SHROOM)"),
     Metric("soft_spearman", "graded_mean", "Spearman correlation of predicted and gold per-character "
            "hallucination probabilities per item (Mu-SHROOM)", bounds=(-1.0, 1.0),
-           note=("soft_spearman: BCa over items; it covered 0.94-0.96 in simulations at n >= 50 "
+           note=("soft_spearman: an item where a side is constant (no span marked, or the whole answer "
+                 "marked alike) counts 1 when both sides are constant and 0 when only one is (Mu-SHROOM's "
+                 "scorer); BCa over items; it covered 0.94-0.96 in simulations at n >= 50 "
                  "(benchmarks/bench_span_coverage.py), 0.85 at n = 20 when a few zeros hide among high values")),
     *(Metric(name, "corpus", description, columns=_SPAN_COLUMNS, statistic=span_counts_statistic(name),
              counts=_span_chars(name),

@@ -5,6 +5,7 @@ tests/test_browser.py opens it in Chromium; `python tests/browser_batch.py DIR` 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +36,13 @@ PAYLOADS = {
 P = PAYLOADS
 # The model's reply: the stub echoes the prompt ("echo: ..."), so every question payload is in a reply.
 TASK = "open_ended"
+
+
+def browser_required() -> bool:
+    """`make test` sets EVEKIT_REQUIRE_BROWSER=1 where it installs Chromium (root with apt-get, as
+    .ci/run is) and CI services set CI: there a missing browser fails the browser tests
+    (tests/test_browser.py, tests/test_pages.py) instead of skipping them."""
+    return os.environ.get("EVEKIT_REQUIRE_BROWSER", "") not in ("", "0") or bool(os.environ.get("CI"))
 
 
 @dataclass
@@ -69,10 +77,10 @@ def build(root: Path, jobs: int = 2, *, named: bool = True) -> Batch:
     mcqa = write_jsonl(data / "mcqa_single_answer.jsonl", [
         {"Question": "Which frequency band does Sentinel-1's radar use?",
          "Choices": [P["choice <iframe srcdoc>"], P["choice javascript: Markdown link"],
-                     P["choice javascript: <a>"], "C-band"], "Answer": "D"},
+                     P["choice javascript: <a>"], "C-band"], "Answer": "D", "Mission": "Sentinel-1"},
         {"Question": "What is the nominal orbit altitude of Sentinel-2?",
-         "Choices": ["693 km", "786 km", "705 km", "35,786 km"], "Answer": "B"},
-        {"Question": "Reply with the letter A.", "Choices": ["yes", "no"], "Answer": "A"},
+         "Choices": ["693 km", "786 km", "705 km", "35,786 km"], "Answer": "B", "Mission": "Sentinel-2"},
+        {"Question": "Reply with the letter A.", "Choices": ["yes", "no"], "Answer": "A", "Mission": "Sentinel-1"},
     ])
     labels = write_jsonl(data / "labels.jsonl", [
         {"question": f"How many bands? {P['labelled question']}", "reference": "13 bands",
@@ -106,7 +114,9 @@ def build(root: Path, jobs: int = 2, *, named: bool = True) -> Batch:
             # A one-shot completions prompt: its echoed answers differ from model A's (judged, not tied).
             "open_ended.b.yaml": {**task, "model_name": model_b, "dataset": str(open_ended), "judges": judges,
                                   "num_fewshot": 1, "api": "completions"},
-            "mcqa_single_answer.yaml": {**task, "model_name": model_a, "dataset": str(mcqa), "max_tokens": 8},
+            # group_by: the explorer's group filter (tests/test_browser.py) has two groups to show
+            "mcqa_single_answer.yaml": {**task, "model_name": model_a, "dataset": str(mcqa), "max_tokens": 8,
+                                        "group_by": "Mission"},
             "win_rate.yaml": {**common, "task": TASK, "judges": judges, "both_orders": True,
                               "model_a": [entry(model_a)], "model_b": [entry(model_b)]},
             "ranking.yaml": {**common, "task": TASK, "judges": judges, "both_orders": True, "n_boot": 50,

@@ -89,5 +89,7 @@ def test_the_glossary_defines_every_metric_evekit_reports():
     missing = [name for name in METRICS if define(name) is None]
     assert missing == []
     assert define("llm_as_judge_strict") == GLOSSARY["llm_as_judge"] and define("judge_voting_ppi") == GLOSSARY["ppi"]
+    # soft_spearman's constant-side rule (Mu-SHROOM's scorer) is said where the metric is defined
+    assert "1 when both sides are constant and 0 when only one is" in define("soft_spearman")
     page = glossary_html(["acc", "<script>"])
     assert 'id="g-acc"' in page and "<script>" not in page

@@ -17,7 +17,7 @@ import pytest
 from bs4 import BeautifulSoup
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from browser_batch import PAYLOADS, build  # noqa: E402
+from browser_batch import PAYLOADS, browser_required, build  # noqa: E402
 
 from evekit.naming import configuration_name  # noqa: E402
 
@@ -121,10 +121,19 @@ def test_one_configuration_is_one_name_on_index_summary_win_rate_and_ranking(pag
     assert set(names) <= cells, cells
 
 
-@pytest.mark.skipif(not Path(CHROMIUM).is_file(), reason=f"no Chromium at {CHROMIUM} (apt-get install chromium, "
-                    "or set EVEKIT_CHROMIUM); the BeautifulSoup checks above still ran")
 def test_pages_render_clean_in_chromium(pages):
-    pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
+    why = None
+    if not Path(CHROMIUM).is_file():
+        why = f"no Chromium at {CHROMIUM} (apt-get install chromium, or set EVEKIT_CHROMIUM)"
+    else:
+        try:
+            import playwright.sync_api  # noqa: F401
+        except ImportError:
+            why = "playwright is not installed (it is in the dev extra)"
+    if why is not None:
+        if browser_required():  # make test installed both (CI): a missing browser is a failure
+            pytest.fail(f"browser test required (EVEKIT_REQUIRE_BROWSER or CI is set) but cannot run: {why}")
+        pytest.skip(f"{why}; the BeautifulSoup checks above still ran")
     from playwright.sync_api import sync_playwright
 
     b, found = pages

@@ -66,6 +66,8 @@ def test_level_all_asks_both_questions_and_scores_both(tmp_path):
     assert "no_span" in results["span_baselines"] and "hard_iou" in results["metrics"]
     record = json.loads((out / "model_outputs.jsonl").read_text().splitlines()[0])
     assert record["span_messages"][-1]["content"] != record["messages"][-1]["content"]
+    assert record["pred_spans"] == [{"text": PHRASE, "start": 41, "end": 43, "confidence": 0.9}]  # JSON, not text
+    assert record["gold_hard_labels"] == rows[0]["Hard labels"] and record["pred_hard_labels"] == [[41, 43]]
     assert "hard_iou_distribution.png" in run.plots() and "confusion_matrix.png" in run.figures
 
 
@@ -81,6 +83,53 @@ def test_a_span_level_asks_only_the_spans_and_is_summarised_by_iou(tmp_path, lev
     assert ("soft_spearman" in m) == (level == "soft_spans")
     table = run.metrics_table()
     assert "hard_iou (no span)" in table.index and "hard_iou (whole answer)" in table.index
+
+
+@pytest.mark.parametrize("level", ["hard_spans", "soft_spans"])
+def test_model_outputs_carry_the_predicted_and_gold_spans_at_a_span_level(tmp_path, level):
+    """Each record holds the reply, the located phrases and the gold and predicted labels as JSON
+    values; the expected ones are rebuilt here from the data rows and the scripted replies."""
+    missing = "a phrase the answer does not contain"
+
+    def respond(request):
+        content = request.messages[-1]["content"]
+        if "693 km" in content:  # two phrases, one not in the answer: kept with null offsets
+            return json.dumps({"spans": [{"text": "693 km", "confidence": 0.4}, {"text": missing, "confidence": 0.8}]})
+        if "visible bands" in content:  # no hallucination
+            return json.dumps({"spans": []})
+        return json.dumps({"spans": [{"text": PHRASE, "confidence": 0.9}]})
+
+    run = _run(tmp_path, level, ScriptedClient(respond))
+    run.generate()
+    out = run.save()
+    records = [json.loads(line) for line in (out / "model_outputs.jsonl").read_text().splitlines()]
+    # the report says how soft_spearman scores an item with a constant side (the scorer's rule)
+    notes = json.loads((out / "results.json").read_text())["notes"]
+    rule = "counts 1 when both sides are constant and 0 when only one is"
+    assert any(rule in n for n in notes) == (level == "soft_spans")
+    rows = [json.loads(line) for line in DATA.read_text().splitlines()][:12]
+    assert len(records) == len(rows) == 12
+    for record, row in zip(records, rows):
+        answer = row["Answer"]
+        assert record["gold_hard_labels"] == row["Hard labels"]
+        assert record["gold_soft_labels"] == [{"start": s["start"], "end": s["end"], "text": answer[s["start"]:s["end"]],
+                                               "prob": s["prob"]} for s in row["Soft labels"]]
+        assert record["span_response"] == record["response"]  # the span call is the run's only call
+        assert "span_messages" not in record                    # `messages` already are the span question
+        if "693 km" in answer:
+            at = answer.find("693 km")
+            phrases = [("693 km", at, at + 6, 0.4), (missing, None, None, 0.8)]
+        elif "visible bands" in answer:
+            phrases = []
+        else:
+            at = answer.find(PHRASE)
+            phrases = [(PHRASE, at, at + len(PHRASE), 0.9) if at >= 0 else (PHRASE, None, None, 0.9)]
+        assert record["pred_spans"] == [{"text": t, "start": s, "end": e, "confidence": c} for t, s, e, c in phrases]
+        assert record["spans_not_in_text"] == sum(s is None for _, s, _, _ in phrases)
+        found = [(s, e, c) for _, s, e, c in phrases if s is not None]
+        # a confidence above 0.5 makes a hard span (Mu-SHROOM derives hard labels so)
+        assert record["pred_hard_labels"] == [[s, e] for s, e, c in found if c > 0.5]
+        assert record["pred_soft_labels"] == [{"start": s, "end": e, "text": answer[s:e], "prob": c} for s, e, c in found]
 
 
 def test_the_span_view_shows_model_and_dataset_text_as_text(tmp_path):

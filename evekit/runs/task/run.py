@@ -74,6 +74,17 @@ def _plain(value: Any) -> Any:
     return value.item() if hasattr(value, "item") else value
 
 
+# The span columns samples.csv holds as JSON text, decoded in model_outputs.jsonl.
+_SPAN_LABELS = ("pred_spans", "gold_hard_labels", "gold_soft_labels", "pred_hard_labels", "pred_soft_labels")
+
+
+def _json_cell(value: Any) -> Any:
+    """A samples cell holding JSON text as its JSON value; None for a missing one (a failed or
+    unparsable span reply has no predicted spans)."""
+    value = _plain(value)
+    return json.loads(value) if isinstance(value, str) else value
+
+
 class TaskRun(NotebookRun):
     """One model on one task, step by step (the methods are the notebook's cells)."""
 
@@ -1201,12 +1212,20 @@ class TaskRun(NotebookRun):
         return out
 
     def _span_record(self, i: int) -> dict[str, Any]:
-        """At level "all", the span call beside the binary one: what was sent and what came back."""
-        request = self.span_requests[i]
+        """At every span level, the span call's reply and spans: `span_response`, `pred_spans`
+        ([{text, start, end, confidence}], null offsets for a phrase not in the answer),
+        `spans_not_in_text`, and the gold and predicted hard/soft labels, as JSON values (samples.csv
+        holds them as JSON text). At level "all" also what the span call sent (`span_messages` or
+        `span_prompt`); at hard_spans / soft_spans the record's `messages` already are the span question."""
         row = self.samples.iloc[i]
-        sent = ({"span_messages": [dict(m) for m in request.messages]} if request.messages is not None
-                else {"span_prompt": request.prompt})
-        return {**sent, "span_response": _plain(row.get("span_response")), "pred_spans": _plain(row.get("pred_spans"))}
+        sent: dict[str, Any] = {}
+        if self.level == "all":
+            request = self.span_requests[i]
+            sent = ({"span_messages": [dict(m) for m in request.messages]} if request.messages is not None
+                    else {"span_prompt": request.prompt})
+        decoded = {k: _json_cell(row.get(k)) for k in _SPAN_LABELS}
+        return {**sent, "span_response": _plain(row.get("span_response")), **decoded,
+                "spans_not_in_text": _plain(row.get("spans_not_in_text"))}
 
     def _first_token_logprobs(self, i: int) -> list[dict[str, Any]] | None:
         res = self.logprob_results[i] if i < len(self.logprob_results) else None
@@ -1216,7 +1235,9 @@ class TaskRun(NotebookRun):
         """One record per item for model_outputs.jsonl: the exact messages (chat) or prompt
         (completions) sent, few-shot examples included; the item's own prompt without them; the
         raw response, the parsed answer, finish_reason, completion_tokens, logprobs (the first answer
-        token's top alternatives when `scoring` is logprobs or both, else null) and the item's own fields."""
+        token's top alternatives when `scoring` is logprobs or both, else null) and the item's own fields;
+        at a span level also the span reply, the located phrases and the gold and predicted labels
+        (`_span_record`)."""
         s = self.samples
         assert s is not None, "run generate() first"
         api = self.config.api
@@ -1241,7 +1262,7 @@ class TaskRun(NotebookRun):
                 "truncated": bool(row.get("truncated")),
                 "completion_tokens": _plain(row.get("completion_tokens")),
                 "logprobs": self._first_token_logprobs(i),
-                **(self._span_record(i) if self.level == "all" else {}),
+                **(self._span_record(i) if self.level != "binary" else {}),
                 # The dataset's own fields (no file path: it would be machine-specific).
                 "item": {"question": item.question, "target": item.target, "row": item.row, **item.fields},
             })
