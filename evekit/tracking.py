@@ -37,6 +37,7 @@ import pandas as pd
 from evekit.errors import EvekitError, ParameterError, unknown_names
 from evekit.paths import display_path
 from evekit.report import json_safe
+from evekit.tasks import DESIGN_COLUMNS, GROUP_COLUMN, SAMPLE_COLUMNS
 
 __all__ = ["BACKENDS", "LOG_KEYS", "EVE_LOG_KEYS", "INSTALL_HINT", "TrackingConfig", "TrackingError", "Tracked",
            "safe_key", "metric_entries", "numbers", "samples_table", "read_table", "folder_images", "read_json", "fingerprint",
@@ -68,6 +69,11 @@ LOG_KEYS = {
 EVE_LOG_KEYS = {"visualizations": "plots", "raw_results": "samples"}
 # The columns EVE's evalkit and lm-eval put first in a samples table.
 EVE_SAMPLE_COLUMNS = ("doc_id", "doc.Topic", "doc.Question", "target", "filtered_resps")
+# The samples columns that are neither scores nor EVE's (the task's bookkeeping and design columns),
+# the judge columns that are detail (kept between the rationales and the failures) and the failures.
+_FAILURE_COLUMNS = ("failed", "error")
+_BOOKKEEPING_COLUMNS = frozenset({*SAMPLE_COLUMNS, GROUP_COLUMN, *DESIGN_COLUMNS})
+_JUDGE_DETAIL_SUFFIXES = ("_raw", "_method", "_flag")
 # Bounds on one tracker's network calls: a server that is down costs a refused connection, one that
 # hangs at most this long per call; set MLFLOW_HTTP_REQUEST_TIMEOUT / _MAX_RETRIES to override.
 HTTP_TIMEOUT_S = 10
@@ -301,10 +307,24 @@ def read_table(path: Path) -> pd.DataFrame | None:
 
 
 def samples_table(samples: pd.DataFrame) -> pd.DataFrame:
-    """A samples table with EVE's column order first (doc_id, doc.Topic, doc.Question, target,
-    filtered_resps), then every other column as the file has it."""
-    first = [c for c in EVE_SAMPLE_COLUMNS if c in samples.columns]
-    return samples[first + [c for c in samples.columns if c not in first]]
+    """A samples table in EVE's column order: doc_id, doc.Topic, doc.Question, target, filtered_resps;
+    then the scores, the judges' votes, their rationales, the rest (raw responses, parsing, the item's
+    other parts) and the failures (failed, error, the judges' errors) last; file order within each."""
+    columns = [str(c) for c in samples.columns]
+    eve = [c for c in EVE_SAMPLE_COLUMNS if c in columns]
+    judge = [c for c in columns if c.startswith("judge_")]
+    failures = [c for c in columns if c in _FAILURE_COLUMNS
+                or (c in judge and (c.endswith("_error") or c == "judge_failed"))]
+    rationales = [c for c in judge if c.endswith("_reasoning")]
+    votes = [c for c in judge if c not in failures and c not in rationales
+             and not c.endswith(_JUDGE_DETAIL_SUFFIXES)]
+    # A score is a number the task computed per item: any numeric column that is not bookkeeping.
+    scores = [c for c in columns if c not in eve and c not in failures and c not in _BOOKKEEPING_COLUMNS
+              and not c.startswith(("doc.", "judge_"))
+              and (pd.api.types.is_numeric_dtype(samples[c]) or pd.api.types.is_bool_dtype(samples[c]))]
+    placed = {*eve, *scores, *votes, *rationales, *failures}
+    rest = [c for c in columns if c not in placed]
+    return samples[eve + scores + votes + rationales + rest + failures]
 
 
 def folder_images(folder: Path) -> list[Path]:

@@ -18,7 +18,8 @@ import pandas as pd
 import pytest
 
 from evekit.errors import ParameterError
-from evekit.tracking import TrackingConfig, default_mlflow_uri, describe, safe_key, samples_table
+from evekit.tracking import (EVE_SAMPLE_COLUMNS, TrackingConfig, default_mlflow_uri, describe, safe_key,
+                             samples_table)
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -242,10 +243,45 @@ def test_the_parameter_names_a_wrong_field_and_maps_eve_blocks_unchanged():
     assert record["tracking"]["backend"] == "mlflow" and record["tracking"]["tags"] == {"team": "eo"}
 
 
-def test_samples_table_puts_eve_columns_first():
+def test_samples_table_puts_eve_columns_first_then_scores_votes_rationales_and_failures_last():
     df = pd.DataFrame(columns=["acc", "filtered_resps", "doc.Question", "failed", "target", "doc_id", "doc.Topic"])
     assert list(samples_table(df).columns) == ["doc_id", "doc.Topic", "doc.Question", "target", "filtered_resps",
                                                "acc", "failed"]
+    # A judged run's samples.csv as score_samples and the judges write it (numbers where they are numbers)
+    written = ["doc_id", "doc.Topic", "doc.Question", "target", "filtered_resps", "response", "reasoning", "parsed",
+               "unparsed", "unparsed_reason", "failed", "error", "finish_reason", "completion_tokens", "truncated",
+               "bleu", "rougeL", "judge_j1", "judge_j1_reasoning", "judge_j1_raw", "judge_j1_error",
+               "judge_j1_method", "judge_j1_flag", "judge_voting", "llm_as_judge_avg", "judge_agreement",
+               "judge_n_votes", "judge_failed"]
+    numeric = {"doc_id", "completion_tokens", "bleu", "rougeL", "judge_j1", "judge_voting", "llm_as_judge_avg",
+               "judge_agreement", "judge_n_votes"}
+    df = pd.DataFrame({c: [1.0] if c in numeric else [True] if c in ("unparsed", "truncated", "failed",
+                                                                    "judge_failed") else ["x"] for c in written})
+    assert list(samples_table(df).columns) == [
+        "doc_id", "doc.Topic", "doc.Question", "target", "filtered_resps",  # EVE's
+        "bleu", "rougeL", "llm_as_judge_avg",  # scores
+        "judge_j1", "judge_voting", "judge_agreement", "judge_n_votes",  # votes
+        "judge_j1_reasoning",  # rationales
+        "response", "reasoning", "parsed", "unparsed", "unparsed_reason", "finish_reason", "completion_tokens",
+        "truncated", "judge_j1_raw", "judge_j1_method", "judge_j1_flag",
+        "failed", "error", "judge_j1_error", "judge_failed"]  # failures last
+
+
+def test_samples_carry_the_datasets_topic_as_doc_topic_second(tmp_path):
+    from evekit.tasks import load_items, score_samples
+    from evekit.types import GenerationResult
+
+    data = tmp_path / "mc.jsonl"  # `topic` in lower case (columns match case-insensitively); one row without
+    data.write_text("".join(json.dumps({"Question": f"q{i}?", "Choices": ["a", "b"], "Answer": "A",
+                                        **({"topic": f" sar {i} "} if i else {})}) + "\n" for i in range(3)))
+    items = load_items("mcqa_single_answer", str(data))
+    df = score_samples("mcqa_single_answer", items, [GenerationResult(text="A")] * 3)
+    assert list(df.columns[:5]) == list(EVE_SAMPLE_COLUMNS)
+    assert df["doc.Topic"].tolist() == ["", "sar 1", "sar 2"]
+    plain = tmp_path / "plain.jsonl"  # no Topic column: no doc.Topic column either
+    plain.write_text(json.dumps({"Question": "q?", "Choices": ["a", "b"], "Answer": "A"}) + "\n")
+    df = score_samples("mcqa_single_answer", load_items("mcqa_single_answer", str(plain)), [GenerationResult(text="A")])
+    assert "doc.Topic" not in df.columns and list(df.columns[:2]) == ["doc_id", "doc.Question"]
 
 
 # --------------------------------------------------------------------------- a task run
@@ -274,7 +310,13 @@ def test_a_task_run_in_mlflow_params_metrics_with_intervals_samples_and_artifact
     assert tags["evekit.kind"] == "task" and tags["evekit.model"] == MODEL and "eo" in tags
     samples = mlflow_table(client, run.info.run_id, "samples")
     written = pd.read_csv(out / "samples.csv")
-    assert list(samples.columns[:4]) == ["doc_id", "doc.Question", "target", "filtered_resps"]
+    # samples.csv carries the dataset's Topic as EVE's doc.Topic, second as in EVE's samples
+    assert list(written.columns[:5]) == list(EVE_SAMPLE_COLUMNS)
+    assert written["doc.Topic"].tolist() == [f"t{i % 2}" for i in range(6)]
+    assert list(samples.columns[:5]) == list(EVE_SAMPLE_COLUMNS)
+    assert list(samples.columns[5:8]) == ["bleu", "rougeL", "llm_as_judge_avg"]
+    assert list(samples.columns[-4:]) == ["failed", "error", "judge_j1_error", "judge_failed"]
+    assert samples["doc.Topic"].tolist() == written["doc.Topic"].tolist()
     assert len(samples) == len(written) == 6
     assert samples["filtered_resps"].tolist() == written["filtered_resps"].fillna("").astype(str).tolist()
     artifacts = mlflow_artifacts(client, run.info.run_id)
@@ -302,7 +344,7 @@ def test_a_task_run_in_wandb_offline_history_summary_table_images(tmp_path):
         assert source["open_ended/llm_as_judge_ci_high"] == pytest.approx(value["ci_high"])
         assert source["open_ended/llm_as_judge_n"] == value["n"]
     samples = run.table("samples")
-    assert list(samples.columns[:4]) == ["doc_id", "doc.Question", "target", "filtered_resps"] and len(samples) == 6
+    assert list(samples.columns[:5]) == list(EVE_SAMPLE_COLUMNS) and len(samples) == 6
     pngs = sorted(out.glob("*.png"))
     assert pngs
     for png in pngs:
