@@ -60,7 +60,9 @@ LOG_KEYS = {
     "report": "report.html",
     "folder": "the whole output folder as an artifact",
     "win_rates": "win rates and alpaca win rates",
-    "accuracy_rates": "per-model accuracy rates",
+    # Accepted so EVE's wandb blocks load unchanged, but nothing is logged under it.
+    "accuracy_rates": "accepted from EVE's wandb block but logs nothing: evekit's win rate computes no per-model "
+                      "accuracy rates (each model's task run logs its own accuracy)",
     "judge_agreement": "the judges' agreement",
     "position_bias": "the judges' position bias",
     "sample_rationales": "`sample_count` judged decisions with their rationales",
