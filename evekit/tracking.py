@@ -11,8 +11,9 @@ environment value), metrics under flat names (`<task>/<metric>` with `_ci_low`, 
 counts, usage, tables (the samples first, in EVE's column order), the plots as images, report.html and
 the output folder as an artifact. `log_run` sends it. A tracker that fails (no extra installed, a
 server down, bad credentials) is reported once and recorded in the status returned (run.json's
-`tracking`); it never fails the evaluation, and its HTTP calls are bounded in time (no retries, a short
-timeout). A replay of a run already logged (same fingerprint: parameters, metrics, tables; usage and
+`tracking`, with the `evekit track FOLDER` command that logs the folder later); it never fails the
+evaluation, and its HTTP calls are bounded in time (no retries, a short timeout). An online W&B that
+fails is logged offline instead (status `fallback`), its files kept for `wandb sync`. A replay of a run already logged (same fingerprint: parameters, metrics, tables; usage and
 timings left out) is not logged again unless `log_replays`.
 
 The tracker libraries are the optional extra `evekit[tracking]`, imported only when a run is tracked.
@@ -41,7 +42,7 @@ from evekit.tasks import DESIGN_COLUMNS, GROUP_COLUMN, SAMPLE_COLUMNS
 
 __all__ = ["BACKENDS", "LOG_KEYS", "EVE_LOG_KEYS", "INSTALL_HINT", "TrackingConfig", "TrackingError", "Tracked",
            "safe_key", "metric_entries", "numbers", "samples_table", "read_table", "folder_images", "read_json", "fingerprint",
-           "TrackerRun", "describe", "log_run", "default_mlflow_uri", "EVE_SAMPLE_COLUMNS"]
+           "TrackerRun", "describe", "log_run", "retry_command", "default_mlflow_uri", "EVE_SAMPLE_COLUMNS"]
 
 BACKENDS = ("mlflow", "wandb")
 INSTALL_HINT = "pip install 'evekit[tracking]'"
@@ -411,9 +412,9 @@ def _bounded_http() -> Iterator[None]:
 CONNECT_TIMEOUT_S = 5
 
 
-def _check_reachable(uri: str) -> None:
-    """A tracking server's port answers (a refused connection is known in milliseconds, before MLflow
-    is even imported); TrackingError naming the address otherwise. Other URIs pass."""
+def _check_reachable(uri: str, what: str = "the MLflow server") -> None:
+    """A tracking server's port answers (a refused connection is known in milliseconds, before the
+    tracker is even imported); TrackingError naming the address otherwise. Other URIs pass."""
     parts = urlsplit(uri)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         return
@@ -423,7 +424,7 @@ def _check_reachable(uri: str) -> None:
     try:
         socket.create_connection((parts.hostname, port), timeout=CONNECT_TIMEOUT_S).close()
     except OSError as exc:
-        raise TrackingError(f"the MLflow server at {parts.scheme}://{parts.hostname}:{port} cannot be reached "
+        raise TrackingError(f"{what} at {parts.scheme}://{parts.hostname}:{port} cannot be reached "
                             f"({exc.strerror or exc})") from None
 
 
@@ -524,8 +525,17 @@ class _MLflow:
             self.client.set_terminated(self.run_id, "FINISHED" if ok else "FAILED")
 
 
+WANDB_DEFAULT_BASE_URL = "https://api.wandb.ai"
+# WANDB_MODE values that send nothing (anything else is online).
+_WANDB_LOCAL_MODES = ("offline", "dryrun", "disabled")
+
+
 class _Wandb:
-    """One W&B run, offline unless WANDB_MODE says otherwise: its files stay for `wandb sync`."""
+    """One W&B run, offline unless WANDB_MODE says otherwise: its files stay for `wandb sync`.
+
+    Online, a W&B that cannot be used (its server unreachable, bad or no credentials) is not a lost
+    run: it is logged offline instead (`fallback` says why), for a later `wandb sync`.
+    """
 
     name = "wandb"
     LEDGER = "evekit-logged.json"  # fingerprint -> run id of what this folder's offline runs logged
@@ -539,6 +549,7 @@ class _Wandb:
         self.dir = Path(cfg.uri or os.environ.get("WANDB_DIR") or out_root).resolve()
         self.mode = os.environ.get("WANDB_MODE") or "offline"
         self.run: Any = None
+        self.fallback: str | None = None  # why an online run was logged offline
         self.ledger = self.dir / "wandb" / self.LEDGER
 
     def url(self, run_id: str) -> str | None:
@@ -548,6 +559,8 @@ class _Wandb:
 
     def where(self) -> dict[str, Any]:
         out: dict[str, Any] = {"mode": self.mode}
+        if self.fallback:
+            out["fallback"] = self.fallback
         if self.run is not None:
             sync_dir = Path(self.run.settings.sync_dir)
             out["dir"] = display_path(sync_dir)
@@ -578,9 +591,21 @@ class _Wandb:
         settings = wandb.Settings(console="off", save_code=False, disable_git=True, x_disable_stats=True,
                                   init_timeout=WANDB_INIT_TIMEOUT_S, silent=True, disable_job_creation=True)
         words = [f"{k}:{v}" if v else k for k, v in tags.items()]
-        self.run = wandb.init(project=self.cfg.project or DEFAULT_PROJECT, entity=self.cfg.entity, name=label,
-                              group=group, tags=[w[:64] for w in words], config=json_safe(params),
-                              dir=str(self.dir), mode=self.mode, settings=settings, reinit="create_new")
+        args = dict(project=self.cfg.project or DEFAULT_PROJECT, entity=self.cfg.entity, name=label, group=group,
+                    tags=[w[:64] for w in words], config=json_safe(params), dir=str(self.dir), settings=settings,
+                    reinit="create_new")
+        if self.mode not in _WANDB_LOCAL_MODES:
+            try:
+                # A server that refuses is known at once; otherwise wandb.init retries until init_timeout.
+                _check_reachable(os.environ.get("WANDB_BASE_URL") or WANDB_DEFAULT_BASE_URL, "the W&B server")
+                self.run = wandb.init(**args, mode=self.mode)
+            except Exception as exc:  # noqa: BLE001 - no network, bad credentials: offline instead
+                self.fallback = (f"online W&B failed ({_short(exc)}); logged offline instead, for a later "
+                                 "`wandb sync`")
+                _report_once(f"tracking to wandb: {self.fallback}")
+                self.mode, self.run = "offline", None
+        if self.run is None:
+            self.run = wandb.init(**args, mode=self.mode)
         return str(self.run.id)
 
     def log(self, tracked: Tracked, report: Path | None) -> None:
@@ -635,7 +660,8 @@ class TrackerRun:
 
     `status` is what run.json records as `tracking`: `{backend, status, run_id, url, ...}`, status
     "logging" (open), "logged", "replay" (already logged, not again unless `log_replays`) or "failed"
-    (with `error`).
+    (with `error`, and `retry`: the `evekit track` command that logs the folder later). W&B adds
+    `mode`, `dir`, `sync` and, when online failed and the run was logged offline, `fallback`.
     """
 
     def __init__(self, tracked: Tracked, cfg: TrackingConfig, tracker: Any, status: dict[str, Any]) -> None:
@@ -665,12 +691,12 @@ class TrackerRun:
                     "backend": cfg.backend, "status": "logging", "run_id": run_id, "url": tracker.url(run_id),
                     "name": label, **({"group": group} if group else {}), **tracker.where()})
         except Exception as exc:  # noqa: BLE001 - a tracker never fails the evaluation
-            return cls(tracked, cfg, None, _failed(cfg, {"backend": cfg.backend}, exc))
+            return cls(tracked, cfg, None, _failed(cfg, {"backend": cfg.backend}, exc, tracked.folder))
 
     @classmethod
     def failed(cls, tracked: Tracked, cfg: TrackingConfig, exc: BaseException) -> "TrackerRun":
         """A run that could not be prepared (e.g. its files were unreadable): reported, recorded."""
-        return cls(tracked, cfg, None, _failed(cfg, {"backend": cfg.backend}, exc))
+        return cls(tracked, cfg, None, _failed(cfg, {"backend": cfg.backend}, exc, tracked.folder))
 
     def finish(self, report: Path | None = None) -> dict[str, Any]:
         """Log everything (report.html too when `report` exists) and close the run; the final status."""
@@ -688,16 +714,24 @@ class TrackerRun:
         except Exception as exc:  # noqa: BLE001
             with contextlib.suppress(Exception):
                 tracker.close(False)
-            self.status = _failed(self.cfg, self.status, exc)
+            self.status = _failed(self.cfg, self.status, exc, self.tracked.folder)
         self.tracker = None
         return self.status
 
 
-def _failed(cfg: TrackingConfig, status: dict[str, Any], exc: BaseException) -> dict[str, Any]:
+def retry_command(folder: Path) -> str:
+    """The command that logs an output folder after the fact (`evekit track`, e.g. once the server is up)."""
+    import shlex
+
+    return f"evekit track {shlex.quote(display_path(Path(folder)))}"
+
+
+def _failed(cfg: TrackingConfig, status: dict[str, Any], exc: BaseException, folder: Path) -> dict[str, Any]:
     error = _short(exc)
+    # Said once per failure (a batch against a server that is down says it once), without the folder.
     _report_once(f"tracking to {cfg.backend} failed: {error} (the run's outputs are unaffected; the failure is "
-                 "recorded in run.json)")
-    return {**status, "status": "failed", "error": error}
+                 "recorded in run.json; `evekit track <output folder>` logs the runs later)")
+    return {**status, "status": "failed", "error": error, "retry": retry_command(folder)}
 
 
 _NAMES = {"mlflow": "MLflow", "wandb": "W&B"}
@@ -710,12 +744,14 @@ def describe(status: Mapping[str, Any] | None) -> str:
     name = _NAMES.get(str(status["backend"]), str(status["backend"]))
     state = status.get("status")
     if state == "failed":
-        return f"Tracking in {name} failed: {status.get('error', '')}"
+        retry = f" · log it later: {status['retry']}" if status.get("retry") else ""
+        return f"Tracking in {name} failed: {status.get('error', '')}{retry}"
     run = f"run {status['run_id']}" if status.get("run_id") else "a run"
     where = status.get("url") or status.get("ui") or status.get("sync") or status.get("dir") or ""
     mode = " (offline)" if status.get("mode") == "offline" else ""
     head = f"Tracked in {name}{mode}: {run}" + (" (a replay, logged before)" if state == "replay" else "")
-    return head + (f" · {where}" if where else "")
+    fallback = f" ({status['fallback']})" if status.get("fallback") else ""
+    return head + (f" · {where}" if where else "") + fallback
 
 
 def log_run(tracked: Tracked, cfg: TrackingConfig, *, out_root: Path, group: str | None = None,
