@@ -13,8 +13,9 @@ the output folder as an artifact. `log_run` sends it. A tracker that fails (no e
 server down, bad credentials) is reported once and recorded in the status returned (run.json's
 `tracking`, with the `evekit track FOLDER` command that logs the folder later); it never fails the
 evaluation, and its HTTP calls are bounded in time (no retries, a short timeout). An online W&B that
-fails is logged offline instead (status `fallback`), its files kept for `wandb sync`. A replay of a run already logged (same fingerprint: parameters, metrics, tables; usage and
-timings left out) is not logged again unless `log_replays`.
+fails is logged offline instead (status `fallback`), its files kept for `wandb sync`. A replay of a
+run already logged (same fingerprint: parameters, metrics, tables; usage and timings left out) is not
+logged again unless `log_replays`.
 
 The tracker libraries are the optional extra `evekit[tracking]`, imported only when a run is tracked.
 """

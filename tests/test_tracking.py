@@ -314,7 +314,8 @@ def test_a_task_run_in_mlflow_params_metrics_with_intervals_samples_and_artifact
     assert list(written.columns[:5]) == list(EVE_SAMPLE_COLUMNS)
     assert written["doc.Topic"].tolist() == [f"t{i % 2}" for i in range(6)]
     assert list(samples.columns[:5]) == list(EVE_SAMPLE_COLUMNS)
-    scores = [c for c in written.columns if c in ("bleu", "rougeL", "cosine", "llm_as_judge_avg")]  # cosine: with the extra
+    # The scores (cosine when the embeddings extra is installed), then the votes
+    scores = [c for c in written.columns if c in ("bleu", "rougeL", "cosine", "llm_as_judge_avg")]
     assert list(samples.columns[5:5 + len(scores) + 1]) == [*scores, "judge_j1"]
     assert list(samples.columns[-4:]) == ["failed", "error", "judge_j1_error", "judge_failed"]
     assert samples["doc.Topic"].tolist() == written["doc.Topic"].tolist()
