@@ -9,6 +9,7 @@
     results.paths            # the run folders (samples.csv, results.json, results.eee.jsonl, report.html)
 
     evekit eval --model qwen3-8b --base-url http://localhost:8000/v1 --task mcqa_single_answer --limit 50
+    evekit eval ... --track mlflow     # each run logged to MLflow (or W&B), as `evekit run --track`
 
 The same runs as `evekit run` (like EuroEval's `Benchmarker().benchmark(model=..., task=...)`):
 with `notebook=True` (the default) the parameters are written as ordinary parameter files under
@@ -189,6 +190,9 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-html", action="store_true", help="skip the HTML reports")
     parser.add_argument("--serve", action="store_true", help="start the embedded model first (${EVEKIT_SERVER_URL})")
     parser.add_argument("--jobs", "-j", type=int, default=1, help="notebooks at the same time (default 1)")
+    parser.add_argument("--track", choices=("mlflow", "wandb"), default=None,
+                        help="log every run to MLflow or W&B (offline), as `evekit run --track` (needs "
+                             "pip install 'evekit[tracking]'); --set tracking=... for the other fields")
 
 
 def main_eval(args: argparse.Namespace) -> int:
@@ -209,6 +213,10 @@ def main_eval(args: argparse.Namespace) -> int:
         for flag, name in (("dataset", "dataset"), ("num_fewshot", "num_fewshot"), ("limit", "limit")):
             if getattr(args, flag) is not None:
                 params[name] = getattr(args, flag)
+        if getattr(args, "track", None):
+            if "tracking" in params:
+                raise ParameterError("--track and --set tracking=... both name the tracker; give one")
+            params["tracking"] = args.track
         judges = [parse_judge(j, args.judge_key_env or args.api_key_env) for j in args.judge]
         results = evaluate(args.model, args.base_url, tasks=args.task, api_key_env=args.api_key_env, judges=judges,
                            notebook=not args.no_notebook, html=not args.no_html, jobs=args.jobs, serve=args.serve,

@@ -1,5 +1,5 @@
 """`evekit` command line: `serve` the embedded model, `run` notebooks in batch, `plan` their calls and
-cost, move them through OpenAI `batch` files, `prepare` data offline."""
+cost, move them through OpenAI `batch` files, `prepare` data offline, `track` output folders after the fact."""
 from __future__ import annotations
 
 import argparse
@@ -158,6 +158,58 @@ def _convert_eve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _track(args: argparse.Namespace) -> int:
+    """`evekit track FOLDER`: log output folders that exist already (e.g. once a tracking server that was
+    down is up again) with `track_folder`, each with its own recorded `tracking` unless flags say
+    otherwise; exit 0 when every folder was logged (or was logged before), 1 when one failed, 2 when
+    nothing could be tracked."""
+    from pathlib import Path
+
+    from evekit.errors import EvekitError, ParameterError
+    from evekit.paths import display_path
+    from evekit.runs.records import RUN_RECORD, find_run_records, read_run_record
+    from evekit.runs.registry import get_kind
+    from evekit.runs.tracked import batch_group, output_root, recorded_tracking, track_folder
+    from evekit.tracking import TrackingConfig, describe
+
+    overrides = {k: v for k, v in (("uri", args.uri), ("project", args.project), ("entity", args.entity),
+                                   ("tags", args.tag or None), ("log_replays", args.log_replays or None))
+                 if v is not None}
+    try:
+        root = Path(args.folder)
+        if (root / RUN_RECORD).is_file():
+            records, unreadable = [read_run_record(root / RUN_RECORD)], []
+        elif root.is_dir():
+            records, unreadable = find_run_records(root)
+        else:
+            raise ParameterError(f"{args.folder}: no such folder")
+        if not records:
+            raise ParameterError(f"{args.folder}: no {RUN_RECORD} in it or below it (an output folder of a run)")
+        plans = []
+        for record in records:
+            recorded = recorded_tracking(record) or {}
+            backend = args.tracking or recorded.get("backend")
+            if backend is None:
+                raise ParameterError(f"{display_path(record.dir)}: the run had no `tracking` parameter; "
+                                     "name the tracker with --tracking mlflow or --tracking wandb")
+            # The run's own configuration, unless another backend is named (its fields may not fit that one).
+            base = recorded if recorded.get("backend") == backend else {}
+            cfg = TrackingConfig.from_param({**base, "backend": backend, **overrides})
+            plans.append((record, get_kind(record.kind), cfg))
+    except (EvekitError, ValueError) as exc:
+        print(f"evekit track: {exc}", file=sys.stderr)
+        print("evekit track: nothing was logged", file=sys.stderr)
+        return 2
+    for path in unreadable:
+        print(f"evekit track: {display_path(path)} is not a run record; skipped", file=sys.stderr)
+    failed = 0
+    for record, kind, cfg in plans:
+        status = track_folder(record.dir, kind, cfg, out_root=output_root(record), group=batch_group())
+        failed += status.get("status") == "failed"
+        print(f"{display_path(record.dir)}: {describe(status)}", flush=True)
+    return 1 if failed else 0
+
+
 def _eval(args: argparse.Namespace) -> int:
     from evekit.api import main_eval
 
@@ -174,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
     files.add_argument("--notebooks-dir", default=None, help="where the notebooks are (default: the repo's)")
     parser.add_argument("--version", action="version", version=f"evekit {evekit.__version__}")
     sub = parser.add_subparsers(dest="command", required=True,
-                                metavar="{serve,run,eval,plan,batch,init,convert-eve,prepare,label}")
+                                metavar="{serve,run,eval,track,plan,batch,init,convert-eve,prepare,label}")
 
     serve = sub.add_parser("serve", help="start the embedded llama.cpp model server",
                            description="Start the embedded model (SmolLM2-135M-Instruct on llama.cpp's "
@@ -285,6 +337,23 @@ def main(argv: list[str] | None = None) -> int:
                                     "given as flags. EuroEval's --api-base is accepted for --base-url.")
     add_eval_arguments(ev)
     ev.set_defaults(func=_eval)
+
+    track = sub.add_parser("track", help="log output folders that exist to MLflow or W&B (after the fact)",
+                           description="Log every run under FOLDER (a run's output folder, or a folder of "
+                                       "them) to its tracker, as `tracking` would have when it ran: e.g. once a "
+                                       "tracking server that was down is up again. Each run uses its own "
+                                       "recorded `tracking` parameter unless --tracking names another; a run "
+                                       "logged before is not logged again unless --log-replays. Where each "
+                                       "went is written into its run.json.")
+    track.add_argument("folder", help="a run's output folder (with run.json), or a folder with runs below it")
+    track.add_argument("--tracking", choices=("mlflow", "wandb"), default=None,
+                       help="the tracker (default: each run's own `tracking` parameter)")
+    track.add_argument("--uri", default=None, help="MLflow's tracking URI, or the folder of W&B's files")
+    track.add_argument("--project", default=None, help="the MLflow experiment or W&B project")
+    track.add_argument("--entity", default=None, help="the W&B entity")
+    track.add_argument("--tag", action="append", default=None, metavar="TAG", help="a tag (repeatable)")
+    track.add_argument("--log-replays", action="store_true", help="log a run even if it was logged before")
+    track.set_defaults(func=_track)
 
     prep = sub.add_parser("prepare", help="download datasets while online for later offline=True runs",
                           description="Save every split of the six EVE datasets (and any --dataset) as "

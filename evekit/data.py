@@ -43,10 +43,16 @@ __all__ = [
     "load_items",
     "parse_list",
     "apply_column_mapping",
+    "TOPIC_COLUMN",
+    "TOPIC_FIELD",
 ]
 
 LOCAL_FORMATS = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".csv": "csv"}
 MAX_ERRORS_SHOWN = 5
+# EVE's optional topic column (matched case-insensitively, as every column): carried by an item as
+# `fields["topic"]`, so samples.csv can show it as EVE's `doc.Topic`. Never required.
+TOPIC_COLUMN = "Topic"
+TOPIC_FIELD = "topic"
 
 
 class Schema(Protocol):
@@ -533,12 +539,16 @@ def items_from_rows(
     items: list[Item] = []
     errors: list[str] = []
     for index, raw in enumerate(rows):
+        row = Row(raw)
         try:
-            question, target, fields = task.prepare(Row(raw))
+            question, target, fields = task.prepare(row)
         except RowError as exc:
             column = _shown_column(exc.column, aliases)
             errors.append(f"row {index} (0-based), column {column}: {exc.message}")
             continue
+        topic = row.raw(TOPIC_COLUMN)
+        if TOPIC_FIELD not in fields and not _is_missing(topic) and str(topic).strip():
+            fields = {**fields, TOPIC_FIELD: str(topic).strip()}
         items.append(Item(doc_id=index, question=question, target=target, fields=fields,
                           source=source, row=index))
     if errors:

@@ -689,9 +689,13 @@ def score_samples(task: Task | str, items: Sequence[Item], results: Sequence[Gen
     if len(items) != len(results):
         raise ValueError(f"{len(items)} items but {len(results)} results")
     rows: list[dict[str, Any]] = []
+    # EVE's `doc.Topic`, second as in EVE's samples, when the dataset has a Topic column; every row
+    # gets it then (empty where a row has none), so the column keeps its place.
+    topics = any(data.TOPIC_FIELD in item.fields for item in items)
     for item, res in zip(items, results):
-        row: dict[str, Any] = {"doc_id": item.doc_id, "doc.Question": item.question, "target": item.target,
-                               **context_columns(task, item)}
+        row: dict[str, Any] = {"doc_id": item.doc_id,
+                               **({"doc.Topic": item.fields.get(data.TOPIC_FIELD, "")} if topics else {}),
+                               "doc.Question": item.question, "target": item.target, **context_columns(task, item)}
         if GROUP_COLUMN in item.fields:
             row[GROUP_COLUMN] = item.fields[GROUP_COLUMN]
         row.update({key: item.fields[key] for key in DESIGN_COLUMNS if key in item.fields})

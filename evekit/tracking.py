@@ -11,9 +11,11 @@ environment value), metrics under flat names (`<task>/<metric>` with `_ci_low`, 
 counts, usage, tables (the samples first, in EVE's column order), the plots as images, report.html and
 the output folder as an artifact. `log_run` sends it. A tracker that fails (no extra installed, a
 server down, bad credentials) is reported once and recorded in the status returned (run.json's
-`tracking`); it never fails the evaluation, and its HTTP calls are bounded in time (no retries, a short
-timeout). A replay of a run already logged (same fingerprint: parameters, metrics, tables; usage and
-timings left out) is not logged again unless `log_replays`.
+`tracking`, with the `evekit track FOLDER` command that logs the folder later); it never fails the
+evaluation, and its HTTP calls are bounded in time (no retries, a short timeout). An online W&B that
+fails is logged offline instead (status `fallback`), its files kept for `wandb sync`. A replay of a
+run already logged (same fingerprint: parameters, metrics, tables; usage and timings left out) is not
+logged again unless `log_replays`.
 
 The tracker libraries are the optional extra `evekit[tracking]`, imported only when a run is tracked.
 """
@@ -37,10 +39,11 @@ import pandas as pd
 from evekit.errors import EvekitError, ParameterError, unknown_names
 from evekit.paths import display_path
 from evekit.report import json_safe
+from evekit.tasks import DESIGN_COLUMNS, GROUP_COLUMN, SAMPLE_COLUMNS
 
 __all__ = ["BACKENDS", "LOG_KEYS", "EVE_LOG_KEYS", "INSTALL_HINT", "TrackingConfig", "TrackingError", "Tracked",
            "safe_key", "metric_entries", "numbers", "samples_table", "read_table", "folder_images", "read_json", "fingerprint",
-           "TrackerRun", "describe", "log_run", "default_mlflow_uri", "EVE_SAMPLE_COLUMNS"]
+           "TrackerRun", "describe", "log_run", "retry_command", "default_mlflow_uri", "EVE_SAMPLE_COLUMNS"]
 
 BACKENDS = ("mlflow", "wandb")
 INSTALL_HINT = "pip install 'evekit[tracking]'"
@@ -59,7 +62,9 @@ LOG_KEYS = {
     "report": "report.html",
     "folder": "the whole output folder as an artifact",
     "win_rates": "win rates and alpaca win rates",
-    "accuracy_rates": "per-model accuracy rates",
+    # Accepted so EVE's wandb blocks load unchanged, but nothing is logged under it.
+    "accuracy_rates": "accepted from EVE's wandb block but logs nothing: evekit's win rate computes no per-model "
+                      "accuracy rates (each model's task run logs its own accuracy)",
     "judge_agreement": "the judges' agreement",
     "position_bias": "the judges' position bias",
     "sample_rationales": "`sample_count` judged decisions with their rationales",
@@ -68,6 +73,11 @@ LOG_KEYS = {
 EVE_LOG_KEYS = {"visualizations": "plots", "raw_results": "samples"}
 # The columns EVE's evalkit and lm-eval put first in a samples table.
 EVE_SAMPLE_COLUMNS = ("doc_id", "doc.Topic", "doc.Question", "target", "filtered_resps")
+# The samples columns that are neither scores nor EVE's (the task's bookkeeping and design columns),
+# the judge columns that are detail (kept between the rationales and the failures) and the failures.
+_FAILURE_COLUMNS = ("failed", "error")
+_BOOKKEEPING_COLUMNS = frozenset({*SAMPLE_COLUMNS, GROUP_COLUMN, *DESIGN_COLUMNS})
+_JUDGE_DETAIL_SUFFIXES = ("_raw", "_method", "_flag")
 # Bounds on one tracker's network calls: a server that is down costs a refused connection, one that
 # hangs at most this long per call; set MLFLOW_HTTP_REQUEST_TIMEOUT / _MAX_RETRIES to override.
 HTTP_TIMEOUT_S = 10
@@ -301,10 +311,24 @@ def read_table(path: Path) -> pd.DataFrame | None:
 
 
 def samples_table(samples: pd.DataFrame) -> pd.DataFrame:
-    """A samples table with EVE's column order first (doc_id, doc.Topic, doc.Question, target,
-    filtered_resps), then every other column as the file has it."""
-    first = [c for c in EVE_SAMPLE_COLUMNS if c in samples.columns]
-    return samples[first + [c for c in samples.columns if c not in first]]
+    """A samples table in EVE's column order: doc_id, doc.Topic, doc.Question, target, filtered_resps;
+    then the scores, the judges' votes, their rationales, the rest (raw responses, parsing, the item's
+    other parts) and the failures (failed, error, the judges' errors) last; file order within each."""
+    columns = [str(c) for c in samples.columns]
+    eve = [c for c in EVE_SAMPLE_COLUMNS if c in columns]
+    judge = [c for c in columns if c.startswith("judge_")]
+    failures = [c for c in columns if c in _FAILURE_COLUMNS
+                or (c in judge and (c.endswith("_error") or c == "judge_failed"))]
+    rationales = [c for c in judge if c.endswith("_reasoning")]
+    votes = [c for c in judge if c not in failures and c not in rationales
+             and not c.endswith(_JUDGE_DETAIL_SUFFIXES)]
+    # A score is a number the task computed per item: any numeric column that is not bookkeeping.
+    scores = [c for c in columns if c not in eve and c not in failures and c not in _BOOKKEEPING_COLUMNS
+              and not c.startswith(("doc.", "judge_"))
+              and (pd.api.types.is_numeric_dtype(samples[c]) or pd.api.types.is_bool_dtype(samples[c]))]
+    placed = {*eve, *scores, *votes, *rationales, *failures}
+    rest = [c for c in columns if c not in placed]
+    return samples[eve + scores + votes + rationales + rest + failures]
 
 
 def folder_images(folder: Path) -> list[Path]:
@@ -389,9 +413,9 @@ def _bounded_http() -> Iterator[None]:
 CONNECT_TIMEOUT_S = 5
 
 
-def _check_reachable(uri: str) -> None:
-    """A tracking server's port answers (a refused connection is known in milliseconds, before MLflow
-    is even imported); TrackingError naming the address otherwise. Other URIs pass."""
+def _check_reachable(uri: str, what: str = "the MLflow server") -> None:
+    """A tracking server's port answers (a refused connection is known in milliseconds, before the
+    tracker is even imported); TrackingError naming the address otherwise. Other URIs pass."""
     parts = urlsplit(uri)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         return
@@ -401,7 +425,7 @@ def _check_reachable(uri: str) -> None:
     try:
         socket.create_connection((parts.hostname, port), timeout=CONNECT_TIMEOUT_S).close()
     except OSError as exc:
-        raise TrackingError(f"the MLflow server at {parts.scheme}://{parts.hostname}:{port} cannot be reached "
+        raise TrackingError(f"{what} at {parts.scheme}://{parts.hostname}:{port} cannot be reached "
                             f"({exc.strerror or exc})") from None
 
 
@@ -502,8 +526,17 @@ class _MLflow:
             self.client.set_terminated(self.run_id, "FINISHED" if ok else "FAILED")
 
 
+WANDB_DEFAULT_BASE_URL = "https://api.wandb.ai"
+# WANDB_MODE values that send nothing (anything else is online).
+_WANDB_LOCAL_MODES = ("offline", "dryrun", "disabled")
+
+
 class _Wandb:
-    """One W&B run, offline unless WANDB_MODE says otherwise: its files stay for `wandb sync`."""
+    """One W&B run, offline unless WANDB_MODE says otherwise: its files stay for `wandb sync`.
+
+    Online, a W&B that cannot be used (its server unreachable, bad or no credentials) is not a lost
+    run: it is logged offline instead (`fallback` says why), for a later `wandb sync`.
+    """
 
     name = "wandb"
     LEDGER = "evekit-logged.json"  # fingerprint -> run id of what this folder's offline runs logged
@@ -517,6 +550,7 @@ class _Wandb:
         self.dir = Path(cfg.uri or os.environ.get("WANDB_DIR") or out_root).resolve()
         self.mode = os.environ.get("WANDB_MODE") or "offline"
         self.run: Any = None
+        self.fallback: str | None = None  # why an online run was logged offline
         self.ledger = self.dir / "wandb" / self.LEDGER
 
     def url(self, run_id: str) -> str | None:
@@ -526,6 +560,8 @@ class _Wandb:
 
     def where(self) -> dict[str, Any]:
         out: dict[str, Any] = {"mode": self.mode}
+        if self.fallback:
+            out["fallback"] = self.fallback
         if self.run is not None:
             sync_dir = Path(self.run.settings.sync_dir)
             out["dir"] = display_path(sync_dir)
@@ -556,9 +592,21 @@ class _Wandb:
         settings = wandb.Settings(console="off", save_code=False, disable_git=True, x_disable_stats=True,
                                   init_timeout=WANDB_INIT_TIMEOUT_S, silent=True, disable_job_creation=True)
         words = [f"{k}:{v}" if v else k for k, v in tags.items()]
-        self.run = wandb.init(project=self.cfg.project or DEFAULT_PROJECT, entity=self.cfg.entity, name=label,
-                              group=group, tags=[w[:64] for w in words], config=json_safe(params),
-                              dir=str(self.dir), mode=self.mode, settings=settings, reinit="create_new")
+        args = dict(project=self.cfg.project or DEFAULT_PROJECT, entity=self.cfg.entity, name=label, group=group,
+                    tags=[w[:64] for w in words], config=json_safe(params), dir=str(self.dir), settings=settings,
+                    reinit="create_new")
+        if self.mode not in _WANDB_LOCAL_MODES:
+            try:
+                # A server that refuses is known at once; otherwise wandb.init retries until init_timeout.
+                _check_reachable(os.environ.get("WANDB_BASE_URL") or WANDB_DEFAULT_BASE_URL, "the W&B server")
+                self.run = wandb.init(**args, mode=self.mode)
+            except Exception as exc:  # noqa: BLE001 - no network, bad credentials: offline instead
+                self.fallback = (f"online W&B failed ({_short(exc)}); logged offline instead, for a later "
+                                 "`wandb sync`")
+                _report_once(f"tracking to wandb: {self.fallback}")
+                self.mode, self.run = "offline", None
+        if self.run is None:
+            self.run = wandb.init(**args, mode=self.mode)
         return str(self.run.id)
 
     def log(self, tracked: Tracked, report: Path | None) -> None:
@@ -613,7 +661,8 @@ class TrackerRun:
 
     `status` is what run.json records as `tracking`: `{backend, status, run_id, url, ...}`, status
     "logging" (open), "logged", "replay" (already logged, not again unless `log_replays`) or "failed"
-    (with `error`).
+    (with `error`, and `retry`: the `evekit track` command that logs the folder later). W&B adds
+    `mode`, `dir`, `sync` and, when online failed and the run was logged offline, `fallback`.
     """
 
     def __init__(self, tracked: Tracked, cfg: TrackingConfig, tracker: Any, status: dict[str, Any]) -> None:
@@ -643,12 +692,12 @@ class TrackerRun:
                     "backend": cfg.backend, "status": "logging", "run_id": run_id, "url": tracker.url(run_id),
                     "name": label, **({"group": group} if group else {}), **tracker.where()})
         except Exception as exc:  # noqa: BLE001 - a tracker never fails the evaluation
-            return cls(tracked, cfg, None, _failed(cfg, {"backend": cfg.backend}, exc))
+            return cls(tracked, cfg, None, _failed(cfg, {"backend": cfg.backend}, exc, tracked.folder))
 
     @classmethod
     def failed(cls, tracked: Tracked, cfg: TrackingConfig, exc: BaseException) -> "TrackerRun":
         """A run that could not be prepared (e.g. its files were unreadable): reported, recorded."""
-        return cls(tracked, cfg, None, _failed(cfg, {"backend": cfg.backend}, exc))
+        return cls(tracked, cfg, None, _failed(cfg, {"backend": cfg.backend}, exc, tracked.folder))
 
     def finish(self, report: Path | None = None) -> dict[str, Any]:
         """Log everything (report.html too when `report` exists) and close the run; the final status."""
@@ -666,16 +715,24 @@ class TrackerRun:
         except Exception as exc:  # noqa: BLE001
             with contextlib.suppress(Exception):
                 tracker.close(False)
-            self.status = _failed(self.cfg, self.status, exc)
+            self.status = _failed(self.cfg, self.status, exc, self.tracked.folder)
         self.tracker = None
         return self.status
 
 
-def _failed(cfg: TrackingConfig, status: dict[str, Any], exc: BaseException) -> dict[str, Any]:
+def retry_command(folder: Path) -> str:
+    """The command that logs an output folder after the fact (`evekit track`, e.g. once the server is up)."""
+    import shlex
+
+    return f"evekit track {shlex.quote(display_path(Path(folder)))}"
+
+
+def _failed(cfg: TrackingConfig, status: dict[str, Any], exc: BaseException, folder: Path) -> dict[str, Any]:
     error = _short(exc)
+    # Said once per failure (a batch against a server that is down says it once), without the folder.
     _report_once(f"tracking to {cfg.backend} failed: {error} (the run's outputs are unaffected; the failure is "
-                 "recorded in run.json)")
-    return {**status, "status": "failed", "error": error}
+                 "recorded in run.json; `evekit track <output folder>` logs the runs later)")
+    return {**status, "status": "failed", "error": error, "retry": retry_command(folder)}
 
 
 _NAMES = {"mlflow": "MLflow", "wandb": "W&B"}
@@ -688,12 +745,14 @@ def describe(status: Mapping[str, Any] | None) -> str:
     name = _NAMES.get(str(status["backend"]), str(status["backend"]))
     state = status.get("status")
     if state == "failed":
-        return f"Tracking in {name} failed: {status.get('error', '')}"
+        retry = f" · log it later: {status['retry']}" if status.get("retry") else ""
+        return f"Tracking in {name} failed: {status.get('error', '')}{retry}"
     run = f"run {status['run_id']}" if status.get("run_id") else "a run"
     where = status.get("url") or status.get("ui") or status.get("sync") or status.get("dir") or ""
     mode = " (offline)" if status.get("mode") == "offline" else ""
     head = f"Tracked in {name}{mode}: {run}" + (" (a replay, logged before)" if state == "replay" else "")
-    return head + (f" · {where}" if where else "")
+    fallback = f" ({status['fallback']})" if status.get("fallback") else ""
+    return head + (f" · {where}" if where else "") + fallback
 
 
 def log_run(tracked: Tracked, cfg: TrackingConfig, *, out_root: Path, group: str | None = None,

@@ -18,7 +18,8 @@ import pandas as pd
 import pytest
 
 from evekit.errors import ParameterError
-from evekit.tracking import TrackingConfig, default_mlflow_uri, describe, safe_key, samples_table
+from evekit.tracking import (EVE_SAMPLE_COLUMNS, TrackingConfig, default_mlflow_uri, describe, safe_key,
+                             samples_table)
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -242,10 +243,45 @@ def test_the_parameter_names_a_wrong_field_and_maps_eve_blocks_unchanged():
     assert record["tracking"]["backend"] == "mlflow" and record["tracking"]["tags"] == {"team": "eo"}
 
 
-def test_samples_table_puts_eve_columns_first():
+def test_samples_table_puts_eve_columns_first_then_scores_votes_rationales_and_failures_last():
     df = pd.DataFrame(columns=["acc", "filtered_resps", "doc.Question", "failed", "target", "doc_id", "doc.Topic"])
     assert list(samples_table(df).columns) == ["doc_id", "doc.Topic", "doc.Question", "target", "filtered_resps",
                                                "acc", "failed"]
+    # A judged run's samples.csv as score_samples and the judges write it (numbers where they are numbers)
+    written = ["doc_id", "doc.Topic", "doc.Question", "target", "filtered_resps", "response", "reasoning", "parsed",
+               "unparsed", "unparsed_reason", "failed", "error", "finish_reason", "completion_tokens", "truncated",
+               "bleu", "rougeL", "judge_j1", "judge_j1_reasoning", "judge_j1_raw", "judge_j1_error",
+               "judge_j1_method", "judge_j1_flag", "judge_voting", "llm_as_judge_avg", "judge_agreement",
+               "judge_n_votes", "judge_failed"]
+    numeric = {"doc_id", "completion_tokens", "bleu", "rougeL", "judge_j1", "judge_voting", "llm_as_judge_avg",
+               "judge_agreement", "judge_n_votes"}
+    df = pd.DataFrame({c: [1.0] if c in numeric else [True] if c in ("unparsed", "truncated", "failed",
+                                                                    "judge_failed") else ["x"] for c in written})
+    assert list(samples_table(df).columns) == [
+        "doc_id", "doc.Topic", "doc.Question", "target", "filtered_resps",  # EVE's
+        "bleu", "rougeL", "llm_as_judge_avg",  # scores
+        "judge_j1", "judge_voting", "judge_agreement", "judge_n_votes",  # votes
+        "judge_j1_reasoning",  # rationales
+        "response", "reasoning", "parsed", "unparsed", "unparsed_reason", "finish_reason", "completion_tokens",
+        "truncated", "judge_j1_raw", "judge_j1_method", "judge_j1_flag",
+        "failed", "error", "judge_j1_error", "judge_failed"]  # failures last
+
+
+def test_samples_carry_the_datasets_topic_as_doc_topic_second(tmp_path):
+    from evekit.tasks import load_items, score_samples
+    from evekit.types import GenerationResult
+
+    data = tmp_path / "mc.jsonl"  # `topic` in lower case (columns match case-insensitively); one row without
+    data.write_text("".join(json.dumps({"Question": f"q{i}?", "Choices": ["a", "b"], "Answer": "A",
+                                        **({"topic": f" sar {i} "} if i else {})}) + "\n" for i in range(3)))
+    items = load_items("mcqa_single_answer", str(data))
+    df = score_samples("mcqa_single_answer", items, [GenerationResult(text="A")] * 3)
+    assert list(df.columns[:5]) == list(EVE_SAMPLE_COLUMNS)
+    assert df["doc.Topic"].tolist() == ["", "sar 1", "sar 2"]
+    plain = tmp_path / "plain.jsonl"  # no Topic column: no doc.Topic column either
+    plain.write_text(json.dumps({"Question": "q?", "Choices": ["a", "b"], "Answer": "A"}) + "\n")
+    df = score_samples("mcqa_single_answer", load_items("mcqa_single_answer", str(plain)), [GenerationResult(text="A")])
+    assert "doc.Topic" not in df.columns and list(df.columns[:2]) == ["doc_id", "doc.Question"]
 
 
 # --------------------------------------------------------------------------- a task run
@@ -274,7 +310,15 @@ def test_a_task_run_in_mlflow_params_metrics_with_intervals_samples_and_artifact
     assert tags["evekit.kind"] == "task" and tags["evekit.model"] == MODEL and "eo" in tags
     samples = mlflow_table(client, run.info.run_id, "samples")
     written = pd.read_csv(out / "samples.csv")
-    assert list(samples.columns[:4]) == ["doc_id", "doc.Question", "target", "filtered_resps"]
+    # samples.csv carries the dataset's Topic as EVE's doc.Topic, second as in EVE's samples
+    assert list(written.columns[:5]) == list(EVE_SAMPLE_COLUMNS)
+    assert written["doc.Topic"].tolist() == [f"t{i % 2}" for i in range(6)]
+    assert list(samples.columns[:5]) == list(EVE_SAMPLE_COLUMNS)
+    # The scores (cosine when the embeddings extra is installed), then the votes
+    scores = [c for c in written.columns if c in ("bleu", "rougeL", "cosine", "llm_as_judge_avg")]
+    assert list(samples.columns[5:5 + len(scores) + 1]) == [*scores, "judge_j1"]
+    assert list(samples.columns[-4:]) == ["failed", "error", "judge_j1_error", "judge_failed"]
+    assert samples["doc.Topic"].tolist() == written["doc.Topic"].tolist()
     assert len(samples) == len(written) == 6
     assert samples["filtered_resps"].tolist() == written["filtered_resps"].fillna("").astype(str).tolist()
     artifacts = mlflow_artifacts(client, run.info.run_id)
@@ -302,7 +346,7 @@ def test_a_task_run_in_wandb_offline_history_summary_table_images(tmp_path):
         assert source["open_ended/llm_as_judge_ci_high"] == pytest.approx(value["ci_high"])
         assert source["open_ended/llm_as_judge_n"] == value["n"]
     samples = run.table("samples")
-    assert list(samples.columns[:4]) == ["doc_id", "doc.Question", "target", "filtered_resps"] and len(samples) == 6
+    assert list(samples.columns[:5]) == list(EVE_SAMPLE_COLUMNS) and len(samples) == 6
     pngs = sorted(out.glob("*.png"))
     assert pngs
     for png in pngs:
@@ -539,3 +583,112 @@ def test_evekit_run_logs_after_the_report_and_groups_the_batch(tmp_path, monkeyp
     w_status = run_record(tmp_path / "out" / "b2" / MODEL / "open_ended")["tracking"]
     assert w_status["backend"] == "wandb" and w_status["status"] == "logged" and w_status["run_id"] == w.run.run_id
     assert "Tracked in W&amp;B (offline)" in (tmp_path / "out" / "b2" / MODEL / "open_ended" / "report.html").read_text()
+
+
+# --------------------------------------------------------------------------- offline first
+def _no_secret_in(*roots: Path) -> None:
+    for root in roots:
+        for path in root.rglob("*"):
+            if path.is_file():
+                data = path.read_bytes()
+                for secret in (SENTINEL, OTHER_SECRET):
+                    assert secret.encode() not in data, f"{secret} in {path}"
+
+
+def test_an_online_wandb_that_fails_is_logged_offline_for_a_later_sync(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("WANDB_MODE", "online")
+    monkeypatch.setenv("WANDB_API_KEY", SENTINEL)  # credentials it cannot use: never written anywhere
+    port = _closed_port()
+    monkeypatch.setenv("WANDB_BASE_URL", f"http://127.0.0.1:{port}")  # no network: nothing listens there
+    with StubServer(verdicts=True, api_key=SENTINEL) as stub:
+        t0 = time.monotonic()
+        out = task_run(tmp_path / "down", stub, "wandb")
+        seconds = time.monotonic() - t0
+        # A server that answers, but credentials it cannot use (the sentinel is no W&B key): wandb.init
+        # refuses them; offline again
+        monkeypatch.setenv("WANDB_BASE_URL", stub.base_url.rsplit("/v1", 1)[0])
+        no_key = task_run(tmp_path / "nokey", stub, "wandb")
+    status = run_record(out)["tracking"]
+    assert status["status"] == "logged" and status["mode"] == "offline" and status["url"] is None
+    assert "online W&B failed" in status["fallback"] and f"127.0.0.1:{port} cannot be reached" in status["fallback"]
+    (run,) = wandb_runs(tmp_path / "down" / "out")  # the offline run's files, kept for `wandb sync`
+    assert status["run_id"] == run.run.run_id and status["sync"] == f"wandb sync {run.dir}"
+    results = json.loads((out / "results.json").read_text())
+    assert run.summary["open_ended/llm_as_judge"] == pytest.approx(results["metrics"]["llm_as_judge"]["value"])
+    line = describe(status)
+    assert line.startswith(f"Tracked in W&B (offline): run {run.run.run_id} · wandb sync ")
+    assert "online W&B failed" in line and "later `wandb sync`" in line
+    assert "online W&B failed" in capsys.readouterr().err
+    print(f"task run with an unreachable online W&B: {seconds:.1f} s")
+    assert seconds < 25, seconds  # the refused connection is known at once: no wandb init_timeout (30 s) wait
+    status = run_record(no_key)["tracking"]
+    assert status["status"] == "logged" and status["mode"] == "offline" and "API key" in status["fallback"]
+    assert len(wandb_runs(tmp_path / "nokey" / "out")) == 1
+    _no_secret_in(tmp_path / "down" / "out", tmp_path / "nokey" / "out", tmp_path / "wandb-home")
+
+
+def test_evekit_track_logs_an_output_folder_after_the_server_was_down(tmp_path, monkeypatch, capsys):
+    from evekit import cli
+    from evekit.paths import display_path
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"http://127.0.0.1:{_closed_port()}")  # the server is down
+    with StubServer(verdicts=True, api_key=SENTINEL) as stub:
+        out = task_run(tmp_path, stub, "mlflow")
+        plain = task_run(tmp_path / "plain", stub, None)
+    failed = run_record(out)["tracking"]
+    assert failed["status"] == "failed" and failed["retry"] == f"evekit track {display_path(out)}"
+    assert describe(failed).endswith(f"log it later: evekit track {display_path(out)}")
+    assert "`evekit track <output folder>` logs the runs later" in capsys.readouterr().err
+    monkeypatch.delenv("MLFLOW_TRACKING_URI")  # ... and now the run goes to the local store
+    assert cli.main(["track", str(out)]) == 0
+    printed = capsys.readouterr().out
+    (run,) = mlflow_runs(tmp_path / "out")
+    assert run.info.status == "FINISHED" and run.info.run_name == "t/stub-model/open_ended"
+    assert f"Tracked in MLflow: run {run.info.run_id}" in printed
+    results = json.loads((out / "results.json").read_text())
+    assert run.data.metrics["open_ended/llm_as_judge"] == pytest.approx(results["metrics"]["llm_as_judge"]["value"])
+    assert run.data.metrics["open_ended/llm_as_judge_ci_low"] == pytest.approx(
+        results["metrics"]["llm_as_judge"]["ci_low"])
+    client = mlflow_client(tmp_path / "out")
+    samples = mlflow_table(client, run.info.run_id, "samples")
+    assert len(samples) == 6 and list(samples.columns[:5]) == list(EVE_SAMPLE_COLUMNS)
+    assert {"outputs/samples.csv", "plots/" + sorted(out.glob("*.png"))[0].name} <= set(
+        mlflow_artifacts(client, run.info.run_id))
+    status = run_record(out)["tracking"]
+    assert status["status"] == "logged" and status["run_id"] == run.info.run_id
+    # Again, on the folder above it: logged before, so not again; W&B when named
+    assert cli.main(["track", str(tmp_path / "out")]) == 0
+    assert "a replay, logged before" in capsys.readouterr().out and len(mlflow_runs(tmp_path / "out")) == 1
+    assert cli.main(["track", str(out), "--tracking", "wandb", "--project", "later"]) == 0
+    (w,) = wandb_runs(tmp_path / "out")
+    assert w.run.project == "later" and w.summary["open_ended/llm_as_judge"] == pytest.approx(
+        results["metrics"]["llm_as_judge"]["value"])
+    # A run made without `tracking` needs --tracking; a folder without runs is an error naming it
+    capsys.readouterr()
+    assert cli.main(["track", str(plain)]) == 2
+    assert "had no `tracking` parameter" in capsys.readouterr().err
+    assert cli.main(["track", str(tmp_path / "cache")]) == 2
+    assert "no run.json in it or below it" in capsys.readouterr().err
+    assert cli.main(["track", str(plain), "--tracking", "mlflow"]) == 0
+    assert len(mlflow_runs(tmp_path / "plain" / "out")) == 1
+
+
+# --------------------------------------------------------------------------- evekit eval
+def test_evekit_eval_track_logs_each_run(tmp_path, capsys):
+    from evekit import cli
+
+    with StubServer(verdicts=True, api_key=SENTINEL) as stub:
+        code = cli.main(["eval", "--model", MODEL, "--base-url", stub.base_url, "--api-key-env", "EVEKIT_TEST_KEY",
+                         "--task", "open_ended", "--dataset", str(_open_ended_file(tmp_path)), "--num-fewshot", "0",
+                         "--no-notebook", "--output-dir", str(tmp_path / "out"), "--run-name", "e",
+                         "--set", f"cache_dir={tmp_path / 'cache'}", "--track", "mlflow"])
+    assert code == 0
+    out = tmp_path / "out" / "e" / MODEL / "open_ended"
+    (run,) = mlflow_runs(tmp_path / "out")
+    assert run.data.params["tracking.backend"] == "mlflow"
+    results = json.loads((out / "results.json").read_text())
+    assert run.data.metrics["open_ended/bleu"] == pytest.approx(results["metrics"]["bleu"]["value"])
+    assert run_record(out)["tracking"]["run_id"] == run.info.run_id
+    assert cli.main(["eval", "--model", MODEL, "--base-url", "http://127.0.0.1:9/v1", "--task", "open_ended",
+                     "--track", "mlflow", "--set", "tracking=wandb"]) == 2
+    assert "--track and --set tracking=... both name the tracker" in capsys.readouterr().err

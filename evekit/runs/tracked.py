@@ -11,12 +11,13 @@ import os
 from pathlib import Path
 from typing import Any
 
-from evekit.paths import safe_name
+from evekit.paths import output_path, safe_name
 from evekit.runs.kind import RunKind
 from evekit.runs.records import RUN_RECORD, RunRecord, read_run_record, update_run_record
 from evekit.tracking import Tracked, TrackerRun, TrackingConfig, folder_images, read_json
 
-__all__ = ["BATCH_ENV", "batch_group", "tracked_of", "open_tracking", "finish_tracking", "track_folder"]
+__all__ = ["BATCH_ENV", "batch_group", "tracked_of", "open_tracking", "finish_tracking", "track_folder",
+           "recorded_tracking", "output_root"]
 
 # The batch a run belongs to: its tracker runs share a W&B group and the MLflow tag `evekit.batch`.
 # `evekit run` sets it (unless it is set already) for its kernels and itself.
@@ -25,6 +26,39 @@ BATCH_ENV = "EVEKIT_BATCH"
 
 def batch_group() -> str | None:
     return os.environ.get(BATCH_ENV) or None
+
+
+def _params(record: RunRecord) -> dict[str, Any]:
+    """The run's public parameter record (results.json's or metrics.json's `params`), {} when none."""
+    for name in ("results.json", "metrics.json"):
+        params = read_json(record.dir / name).get("params")
+        if isinstance(params, dict):
+            return params
+    return {}
+
+
+def recorded_tracking(record: RunRecord) -> dict[str, Any] | None:
+    """The `tracking` parameter the run was made with (its public record), None when it had none."""
+    value = _params(record).get("tracking")
+    return value if isinstance(value, dict) and value.get("backend") else None
+
+
+def output_root(record: RunRecord) -> Path:
+    """The run's `output_dir` (where a local MLflow store and W&B's files go, as when it ran): its
+    recorded `output_dir` when the folder is under it, else the folder above its run name's (a run
+    moved elsewhere), else the folder's parent."""
+    folder = record.dir.resolve()
+    recorded = _params(record).get("output_dir")
+    if isinstance(recorded, str) and recorded:
+        root = output_path(recorded).resolve()
+        if root in folder.parents:
+            return root
+    parts = folder.parts
+    run = safe_name(record.run_name)
+    for i in range(len(parts) - 1, 0, -1):
+        if parts[i] == run:
+            return Path(*parts[:i])
+    return folder.parent
 
 
 def _label(record: RunRecord) -> str:
@@ -42,11 +76,7 @@ def tracked_of(record: RunRecord, kind: RunKind, sample_count: int) -> Tracked:
     public record), the plots, a label and evekit's tags filled in where the kind left them out."""
     tracked = kind.track(record, sample_count) if kind.track is not None else Tracked(folder=record.dir)
     if not tracked.params:
-        for name in ("results.json", "metrics.json"):
-            params = read_json(record.dir / name).get("params")
-            if isinstance(params, dict):
-                tracked.params = params
-                break
+        tracked.params = _params(record)
     if not tracked.images:
         tracked.images = folder_images(record.dir)
     tracked.label = tracked.label or _label(record)
