@@ -541,6 +541,12 @@ def _convert_evals(path: Path, data: _Map, env: dict[str, str]) -> EveConversion
                 if key in entry and entry[key] not in (1, True):
                     notes.append(f"{tlabel}.{key}={entry[key]!r}: not used (evekit sends one item per call, "
                                  "`concurrency` at a time; chat endpoints apply their own template)")
+            if values["api"] == "completions" and entry.get("apply_chat_template", True) is not False:
+                # lm-eval formats the prompt with the tokenizer's chat template before /completions; evekit
+                # has no tokenizer of the model, so the prompt differs from EVE's: say so
+                notes.append(f"{tlabel}: model_type {model_type} with apply_chat_template (EVE's default true): "
+                             "evekit sends the prompt to /completions as plain text, without the model's chat "
+                             "template (a *-chat-completions model_type lets the server apply it)")
             # evekit's own parameters, at the model's level and then the task's (EVE ignores them).
             for src, mapping in ((label, m), (tlabel, entry)):
                 for key, value in mapping.items():
@@ -700,6 +706,10 @@ def _carry_tracking(conv: EveConversion, wandb: Any, where: _Where) -> None:
     conv.tracking = block
     if not block.get("enabled", False):
         return
+    log = block.get("log")
+    if isinstance(log, dict) and log.get("accuracy_rates"):
+        conv.notes.append("wandb.log.accuracy_rates: accepted, nothing to log (EVE's per-answer accuracy needs a "
+                          "correctness verdict per answer, which evekit's pairwise judge does not give)")
     names = TaskParams.names() if conv.format == "evals" else WinRateParams.names()
     if "tracking" in names:
         try:

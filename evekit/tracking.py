@@ -26,6 +26,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import sys
 import threading
 import time
@@ -42,7 +43,7 @@ from evekit.report import json_safe
 from evekit.tasks import DESIGN_COLUMNS, GROUP_COLUMN, SAMPLE_COLUMNS
 
 __all__ = ["BACKENDS", "LOG_KEYS", "EVE_LOG_KEYS", "INSTALL_HINT", "TrackingConfig", "TrackingError", "Tracked",
-           "safe_key", "metric_entries", "numbers", "samples_table", "read_table", "folder_images", "read_json", "fingerprint",
+           "safe_key", "run_label", "metric_entries", "numbers", "samples_table", "read_table", "folder_images", "read_json", "fingerprint",
            "TrackerRun", "describe", "log_run", "retry_command", "default_mlflow_uri", "EVE_SAMPLE_COLUMNS"]
 
 BACKENDS = ("mlflow", "wandb")
@@ -123,7 +124,8 @@ class TrackingConfig:
     `demo/smollm2-135m-instruct/open_ended`). `tags`: a list of strings or a mapping. `log`: which of
     `LOG_KEYS` to log (each on by default; EVE's `visualizations` and `raw_results` are accepted).
     `sample_count`: judged decisions logged with their rationales. `log_replays`: log a replay of a
-    run already logged again.
+    run already logged again. `notes`: a description of the run (W&B's run notes, MLflow's run
+    description, the tag `mlflow.note.content`; EVE's `wandb.notes`).
     """
 
     backend: str
@@ -135,8 +137,9 @@ class TrackingConfig:
     log: tuple[tuple[str, bool], ...] = ()
     sample_count: int = DEFAULT_SAMPLE_COUNT
     log_replays: bool = False
+    notes: str | None = None
 
-    FIELDS = ("backend", "uri", "project", "entity", "run_name", "tags", "log", "sample_count", "log_replays")
+    FIELDS = ("backend", "uri", "project", "entity", "run_name", "tags", "log", "sample_count", "log_replays", "notes")
 
     @classmethod
     def from_param(cls, value: Any) -> "TrackingConfig | None":
@@ -187,11 +190,12 @@ class TrackingConfig:
                    project=_check_str("tracking.project", value.get("project")),
                    entity=_check_str("tracking.entity", value.get("entity")),
                    run_name=_check_str("tracking.run_name", value.get("run_name")),
-                   tags=pairs, log=tuple(switches.items()), sample_count=sample_count, log_replays=replays)
+                   tags=pairs, log=tuple(switches.items()), sample_count=sample_count, log_replays=replays,
+                   notes=_check_str("tracking.notes", value.get("notes")))
 
     @classmethod
     def from_eve_wandb(cls, block: Mapping[str, Any] | None) -> "TrackingConfig | None":
-        """EVE's `wandb: {enabled, project, entity, run_name, tags, log: {win_rates, accuracy_rates,
+        """EVE's `wandb: {enabled, project, entity, run_name, tags, notes, log: {win_rates, accuracy_rates,
         judge_agreement, position_bias, visualizations, raw_results, sample_rationales, sample_count}}`
         (evals.yaml, win_rate_config.yaml), unchanged; None when it is absent or not enabled."""
         if not block:
@@ -202,7 +206,7 @@ class TrackingConfig:
         enabled = block.pop("enabled", True)
         if not isinstance(enabled, bool):
             raise ParameterError(f"wandb.enabled={enabled!r} must be true or false")
-        problem = unknown_names(list(block), ("project", "entity", "run_name", "tags", "log"),
+        problem = unknown_names(list(block), ("project", "entity", "run_name", "tags", "notes", "log"),
                                 what="wandb field")
         if problem:
             raise ParameterError(problem)
@@ -219,7 +223,7 @@ class TrackingConfig:
         return {"backend": self.backend, "uri": self.uri, "project": self.project, "entity": self.entity,
                 "run_name": self.run_name, "tags": {k: v for k, v in self.tags} if any(v for _, v in self.tags)
                 else [k for k, _ in self.tags], "log": dict(self.log), "sample_count": self.sample_count,
-                "log_replays": self.log_replays}
+                "log_replays": self.log_replays, **({"notes": self.notes} if self.notes is not None else {})}
 
 
 # ---------------------------------------------------------------------------------- what is logged
@@ -489,11 +493,12 @@ class _MLflow:
         return runs[0].info.run_id if runs else None
 
     def start(self, label: str, tags: dict[str, str], group: str | None) -> str:
-        from mlflow.utils.mlflow_tags import MLFLOW_RUN_NAME
+        from mlflow.utils.mlflow_tags import MLFLOW_RUN_NAME, MLFLOW_RUN_NOTE
 
         if self.experiment_id is None:
             self.experiment_id = self._experiment()
-        all_tags = {**tags, **({"evekit.batch": group} if group else {}), MLFLOW_RUN_NAME: label}
+        all_tags = {**tags, **({"evekit.batch": group} if group else {}), MLFLOW_RUN_NAME: label,
+                    **({MLFLOW_RUN_NOTE: self.cfg.notes} if self.cfg.notes else {})}  # the UI's "Description"
         run = self.client.create_run(self.experiment_id, tags=all_tags, run_name=label)
         self.run_id = run.info.run_id
         return self.run_id
@@ -593,7 +598,7 @@ class _Wandb:
                                   init_timeout=WANDB_INIT_TIMEOUT_S, silent=True, disable_job_creation=True)
         words = [f"{k}:{v}" if v else k for k, v in tags.items()]
         args = dict(project=self.cfg.project or DEFAULT_PROJECT, entity=self.cfg.entity, name=label, group=group,
-                    tags=[w[:64] for w in words], config=json_safe(params), dir=str(self.dir), settings=settings,
+                    tags=[w[:64] for w in words], config=json_safe(params), notes=self.cfg.notes, dir=str(self.dir), settings=settings,
                     reinit="create_new")
         if self.mode not in _WANDB_LOCAL_MODES:
             try:
@@ -653,6 +658,19 @@ def _short(exc: BaseException) -> str:
     return text if len(text) <= 300 else text[:299] + "…"
 
 
+_PLACEHOLDER = re.compile(r"\{(model_a|model_b|model|task)\}")
+
+
+def run_label(cfg: TrackingConfig, tracked: Tracked) -> str:
+    """The tracker run's name: `run_name` with EVE's `{model_a}` / `{model_b}` (and `{model}`,
+    `{task}`) filled from the run (EVE names each comparison's run so), else the folder's label."""
+    if not cfg.run_name:
+        return tracked.label or tracked.folder.name
+    values = {key: tracked.tags.get(f"evekit.{key}") for key in ("model_a", "model_b", "model", "task")}
+    # a placeholder this run has no value for stays as written
+    return _PLACEHOLDER.sub(lambda m: str(values[m.group(1)] or m.group(0)), cfg.run_name)
+
+
 class TrackerRun:
     """One notebook run's tracker run, in two steps: `open` (the run exists, or is known to be a replay,
     or could not be made) and `finish` (everything logged, the run closed). Between them the caller
@@ -675,7 +693,7 @@ class TrackerRun:
             with _LOCK, _bounded_http():
                 tracker = _TRACKERS[cfg.backend](cfg, Path(out_root))
                 fp = fingerprint(tracked)
-                label = cfg.run_name or tracked.label or tracked.folder.name
+                label = run_label(cfg, tracked)
                 tags = {**tracked.tags, "evekit.fingerprint": fp, **{k: v for k, v in cfg.tags}}
                 earlier = None if cfg.log_replays else tracker.find(fp)
                 if earlier is not None:

@@ -454,7 +454,9 @@ def build_win_rate() -> nbformat.NotebookNode:
                           "replies with a short\nrationale and a winner (`A`, `B` or `tie`). A reply that is not one of "
                           "these is recorded as a failed\ndecision and excluded, never counted as a tie or a loss."),
         code("# NBVAL_IGNORE_OUTPUT\nrun.judge()"),
-        new_markdown_cell(METRICS_ANCHOR + "## Win rates\n\nPer judge, the majority vote of the judges, and EVE's average across judges. "
+        new_markdown_cell(METRICS_ANCHOR + "## Win rates\n\nPer judge, the majority vote of the judges, and the average across judges "
+                          "(per question: with `both_orders`\nthe two orders of a question are combined, an "
+                          "order-dependent verdict is a tie; EVE's own numbers follow). "
                           "In brackets: 95% Wilson\nintervals. *sign test p*: exact binomial test of wins against losses "
                           "(ties left out); *better* names a\nmodel only when p < 0.05. *position bias*: share of decisive "
                           "verdicts for the answer shown first (0.5 = none).\n*longer answer wins*: share of decisive "
@@ -466,7 +468,8 @@ def build_win_rate() -> nbformat.NotebookNode:
                           "on its own (both orders, when judged both ways), keeps a\nfailed decision in a judge's total "
                           "(not in its alpaca denominator), pools wins over all decisions\n(`aggregate/<model>_win_rate`) "
                           "and reports `win_rate_difference` as model_b - model_a. `metrics.json` keeps\nthese under "
-                          "`eve_definitions`, beside evekit's figures."),
+                          "EVE's names (`win_rate/<judge>/<model>`, `aggregate/...`), and the figures above under "
+                          "`evekit/...`."),
         code("run.eve_table()"),
         new_markdown_cell("## Judge-corrected win rate\n\nWith `expert_labels` (an expert's A / B / tie labels of a "
                           "random draw of a comparison's questions, `evekit label sample <comparison folder>`): the "
@@ -485,7 +488,7 @@ def build_win_rate() -> nbformat.NotebookNode:
             "judges disagree) or by judge"))),
         code("run.explorer()"),
         new_markdown_cell("## Save\n\n`results.csv` (every judge decision), `summary.csv` (the table above in full), "
-                          "`unmatched.csv`,\n`agreement.csv`, `metrics.json` (EVE's metric names) and the plots, one "
+                          "`unmatched.csv`,\n`agreement.csv`, `metrics.json` (EVE's numbers under EVE's names, evekit's under `evekit/`) and the plots, one "
                           "folder per pair of models."),
         code("saved = run.save()"),
     ]

@@ -95,6 +95,9 @@ models:
     assert b.values["temperature"] == 0.9 and b.values["api"] == "completions"
     assert a.filename == "mcqa_single_answer.org-model-7b.yaml"
     assert (a.eve["samples"], b.eve["samples"]) == ("mcqa_single_answer", "mcqa_multiple_answers")  # EVE's names
+    # local-completions with EVE's default apply_chat_template: accepted, the difference said once, for that task
+    notes = [n for n in eve.convert(f).notes if "apply_chat_template" in n]
+    assert len(notes) == 1 and notes[0].startswith("models[0].tasks[1]: model_type local-completions")
 
 
 @pytest.mark.parametrize("url, expected", [
@@ -219,12 +222,16 @@ def test_the_example_win_rate_config_converts_with_its_seed_stated(keys, tmp_pat
 def test_an_enabled_wandb_block_goes_to_tracking_or_is_said_to_be_kept_aside(tmp_path, keys):
     from evekit.runs.win_rate.params import WinRateParams
 
-    text = (EXAMPLES / "win_rate_config.yaml").read_text().replace("wandb:\n  enabled: false", "wandb:\n  enabled: true")
+    text = (EXAMPLES / "win_rate_config.yaml").read_text().replace(
+        "wandb:\n  enabled: false", "wandb:\n  enabled: true\n  notes: \"smollm2 against two writers\"")
     conv = eve.convert(write(tmp_path / "win_rate_config.yaml", text))
     (run,) = conv.runs
     if "tracking" in WinRateParams.names():  # evekit's tracking (evekit.tracking) is there
         assert run.values["tracking"]["backend"] == "wandb"
         assert run.values["tracking"]["project"] == "eve-win-rate-evaluation"
+        assert run.values["tracking"]["notes"] == "smollm2 against two writers"  # the run's notes
+        assert not [n for n in conv.notes if "not converted" in n]
+        assert any(n.startswith("wandb.log.accuracy_rates: accepted, nothing to log") for n in conv.notes)
         run.params()  # valid as evekit's tracking parameter
     else:
         assert "tracking" not in run.values and any("wandb: kept aside" in n for n in conv.notes)
@@ -430,9 +437,98 @@ def test_the_example_files_run_unchanged_and_their_conversion_makes_the_same_cal
     assert all({"sample_index", "error"} <= set(f) for f in raw[0]["failed_instances"])
 
 
+DOCS_FILES = ("docs_evals.yaml", "docs_evals_multi_judge.yaml", "docs_win_rate_config.yaml")
+
+
+def test_eves_documented_example_files_run_as_documented(tmp_path, monkeypatch, keys, stub):
+    """EVE's documentation's evals.yaml (two of them: "Running Tasks" and the multi-judge one) and
+    win_rate_config.yaml (its wandb block enabled, the multi-model lists), committed with only their
+    keys and endpoints changed, run by `evekit run`: the stub sees every model and judge, the
+    outputs exist in evekit's layout and in EVE's, the wandb block is tracked, no key is written."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("EVEKIT_SERVER_URL", stub.base_url)
+    monkeypatch.setenv("OPENROUTER_API_KEY", JUDGE_KEY)
+    for name in ("WANDB_MODE", "WANDB_DIR", "WANDB_API_KEY"):  # offline, W&B's files in the output folder
+        monkeypatch.delenv(name, raising=False)
+    for name in ("WANDB_DATA_DIR", "WANDB_CACHE_DIR", "WANDB_CONFIG_DIR", "WANDB_ARTIFACT_DIR"):
+        monkeypatch.setenv(name, str(tmp_path / "wandb-home" / name.lower()))
+    stub.reset()
+    files = [str(EXAMPLES / f) for f in DOCS_FILES]
+    assert cli.main(["run", *files, "--no-html", "--progress-every", "0"]) == 0
+    by_model = stub.stats()["by_model"]
+    # the model (56 + 57 + 51 bundled items: no limit in EVE's files), the three documented judges on
+    # open_ended's 56 answers, and the win rate's three judges on 4 pairs x 4 questions (qwen3 is both)
+    assert by_model["your-model-name"] == 56 + 57 + 51
+    assert by_model["mistralai/mistral-large-2411"] == by_model["anthropic/claude-3.5-sonnet"] == 56
+    assert by_model["mistral-large-2512"] == by_model["openai/gpt-4.1-mini"] == 4 * 4
+    assert by_model["qwen/qwen3-235b-a22b-2507"] == 56 + 4 * 4
+    # evekit's layout
+    evals = tmp_path / "evals_outputs"
+    for run, task in (("docs_evals", "mcqa_multiple_answer"), ("docs_evals", "hallucination_detection"),
+                      ("docs_evals_multi_judge", "open_ended")):
+        assert (evals / run / "your-model-name" / task / "results.json").is_file(), (run, task)
+    judged = json.loads((evals / "docs_evals_multi_judge" / "your-model-name" / "open_ended" / "results.json")
+                        .read_text())["metrics"]
+    assert {"llm_as_judge_qwen3", "llm_as_judge_mistral_large", "llm_as_judge_claude_sonnet", "judge_voting",
+            "llm_as_judge_avg", "judge_agreement"} <= set(judged)  # EVE's multi-judge metric names
+    shots = json.loads((evals / "docs_evals" / "your-model-name" / "mcqa_multiple_answer" / "results.json")
+                       .read_text())["params"]
+    assert shots["num_fewshot"] == 2 and shots["temperature"] == 0.1  # the file's values
+    # EVE's layout: samples_<task>.csv named by EVE's task names, and the win rate's file names
+    for name in ("mcqa_multiple_answers", "hallucination_detection", "open_ended"):
+        assert (evals / "your-model-name" / f"samples_{name}.csv").is_file(), name
+    wr = tmp_path / "win_rate_results"
+    for a in ("eve_v04", "eve_v05"):
+        for b in ("mistral_small", "llama_4_scout"):
+            for name in ("results", "summary", "metrics"):
+                assert (wr / f"{name}_{a}_vs_{b}.csv").is_file()
+            assert (wr / f"comparison_{a}_vs_{b}.png").is_file()
+    # the wandb block (enabled: true): one offline W&B run per pair, named by EVE's run_name template
+    try:
+        import wandb  # noqa: F401
+    except ImportError:  # without evekit[tracking] the block is kept aside and the runs go untracked
+        wandb = None
+    if wandb is not None:
+        logged = json.loads((wr / "wandb" / "evekit-logged.json").read_text())
+        assert len(logged) == 4
+        records = [json.loads((d / "run.json").read_text()) for d in (wr / "docs_win_rate_config" / "win_rate").iterdir()
+                   if d.is_dir() and (d / "run.json").is_file()]
+        names = sorted(r["tracking"]["name"] for r in records)
+        assert names == ["eve_v04_vs_llama-4-scout", "eve_v04_vs_mistral-small", "eve_v05_vs_llama-4-scout",
+                         "eve_v05_vs_mistral-small"]
+        assert {r["tracking"]["status"] for r in records} == {"logged"}
+    tree = tree_text(tmp_path)
+    assert MODEL_KEY.encode() not in tree and JUDGE_KEY.encode() not in tree
+
+
 def _strength_csv(path: Path, questions: list[str], strength: int) -> Path:
     rows = [[str(i), q, "reference", repr([f"answer [[strength_{strength}]] to {i}"])] for i, q in enumerate(questions)]
     return _eve_csv(path, ["doc_id", "doc\\\\.Question", "target", "filtered_resps"], rows)
+
+
+def _eve_by_hand(results: pd.DataFrame, judges: list[str]) -> dict[str, float]:
+    """EVE's win-rate numbers recomputed from results.csv with plain pandas, one decision per row
+    (both orders count; a failed decision counts in a judge's total, not in its alpaca denominator)."""
+    out: dict[str, float] = {}
+    failed = results["failed"].astype(bool)
+    for j in judges:
+        mine = results[results.judge == j]
+        ok = mine[~failed[mine.index]]
+        wa, wb, t = ((ok.winner_model == w).sum() for w in ("model_a", "model_b", "tie"))
+        out[f"{j}/a"], out[f"{j}/b"] = wa / len(mine), wb / len(mine)
+        out[f"{j}/alpaca_a"], out[f"{j}/alpaca_b"] = (wa + t / 2) / (wa + wb + t), (wb + t / 2) / (wa + wb + t)
+        first = mine[mine.a_shown_first.astype(bool)]
+        second = mine[~mine.a_shown_first.astype(bool)]
+        out[f"{j}/at_A"] = (first.winner_model == "model_a").sum() / len(first) if len(first) else float("nan")
+        out[f"{j}/at_B"] = (second.winner_model == "model_a").sum() / len(second) if len(second) else float("nan")
+    ok = results[~failed]
+    pooled = {w: (ok.winner_model == w).sum() for w in ("model_a", "model_b", "tie")}
+    out["pooled_alpaca_a"] = (pooled["model_a"] + pooled["tie"] / 2) / len(results)
+    # unanimous: (question, order) rows on which every judge decided and all decided alike, over all rows
+    by_row = results.assign(w=results.winner_model.where(~failed)).groupby(["qid", "order"])["w"]
+    out["unanimous"] = float(by_row.apply(lambda w: w.notna().all() and len(w) == len(judges) and w.nunique() == 1)
+                             .mean())
+    return out
 
 
 def test_a_win_rate_config_with_model_lists_runs_every_pair_and_reports_eves_numbers(tmp_path, monkeypatch,
@@ -442,6 +538,7 @@ def test_a_win_rate_config_with_model_lists_runs_every_pair_and_reports_eves_num
     _strength_csv(tmp_path / "strong.csv", questions, 6)
     _strength_csv(tmp_path / "weak.csv", questions, 1)
     _strength_csv(tmp_path / "mid.csv", questions, 3)
+    # both_orders (evekit's own key): EVE's numbers count each order's decision, evekit's combine them
     f = write(tmp_path / "win_rate_config.yaml", f"""
 task: "open_ended"
 model_a:
@@ -455,22 +552,45 @@ judges:
 evaluation: {{limit: null, max_workers: 3, rate_limit_delay: 0.0, random_seed: 7}}
 output: {{output_dir: "wr", save_results: true, save_visualizations: false}}
 wandb: {{enabled: false}}
+both_orders: true
 """)
     assert cli.main(["run", str(f), "--no-html", "--progress-every", "0"]) == 0
+    differs = False
     for b in ("weak", "mid"):
         folder = tmp_path / "wr" / "win_rate_config" / "win_rate" / f"Strong-1.0_vs_{b}"
         results = pd.read_csv(folder / "results.csv")
-        assert len(results) == 8 * 2 and results["failed"].sum() == 0  # one decision per question and judge
-        m = json.loads((folder / "metrics.json").read_text())["eve_definitions"]
-        # recomputed by hand from results.csv, by EVE's definitions
+        assert len(results) == 8 * 2 * 2 and results["failed"].sum() == 0  # a decision per question, order, judge
+        record = json.loads((folder / "metrics.json").read_text())
+        m = record["metrics"]  # EVE's names hold EVE's definitions ...
+        assert {k: v for k, v in m.items() if not k.startswith("evekit/")} == record["eve_definitions"]
+        # ... recomputed by hand from results.csv, by EVE's definitions
+        hand = _eve_by_hand(results, ["j1", "j2"])
         wins = {j: (results[(results.judge == j)].winner_model == "model_a").sum() for j in ("j1", "j2")}
-        assert m["win_rate/j1/strong_10"] == wins["j1"] / 8
-        assert m["aggregate/strong_10_win_rate"] == (wins["j1"] + wins["j2"]) / 16
-        b_rates = [(results[results.judge == j].winner_model == "model_b").sum() / 8 for j in ("j1", "j2")]
-        assert m["aggregate/win_rate_difference"] == pytest.approx(sum(b_rates) / 2 - (wins["j1"] + wins["j2"]) / 16)
+        assert m["win_rate/j1/strong_10"] == pytest.approx(hand["j1/a"]) == wins["j1"] / 16
+        assert m["aggregate/strong_10_win_rate"] == (wins["j1"] + wins["j2"]) / 32
+        assert m["aggregate/win_rate_difference"] == pytest.approx(
+            (hand["j1/b"] + hand["j2/b"]) / 2 - (hand["j1/a"] + hand["j2/a"]) / 2)  # EVE's sign: b - a
+        for j in ("j1", "j2"):
+            assert m[f"alpaca_win_rate/{j}/strong_10"] == pytest.approx(hand[f"{j}/alpaca_a"])
+            assert m[f"alpaca_win_rate/{j}/{b}"] == pytest.approx(hand[f"{j}/alpaca_b"])
+            assert m[f"position_bias/{j}/strong_10_win_rate_at_A"] == pytest.approx(hand[f"{j}/at_A"])
+            assert m[f"position_bias/{j}/strong_10_win_rate_at_B"] == pytest.approx(hand[f"{j}/at_B"])
+            assert m[f"position_bias/{j}/difference"] == pytest.approx(abs(hand[f"{j}/at_A"] - hand[f"{j}/at_B"]))
+        assert m["aggregate/strong_10_alpaca_win_rate"] == pytest.approx(hand["pooled_alpaca_a"])
+        assert m["aggregate/avg_strong_10_alpaca_win_rate"] == pytest.approx((hand["j1/alpaca_a"] +
+                                                                              hand["j2/alpaca_a"]) / 2)
+        assert m["judge_agreement/unanimous_rate"] == pytest.approx(hand["unanimous"])
+        # evekit's order-combined figures under their own names: per question, an order-dependent pair a tie
+        summary_csv = pd.read_csv(folder / "summary.csv").set_index("judge")
+        assert m["evekit/win_rate/j1/Strong-1.0"] == pytest.approx(summary_csv.at["j1", "win_rate_a"])
+        assert m["evekit/average/judge_agreement"] == pytest.approx(summary_csv.at["average", "judge_agreement"])
+        assert m["evekit/average/win_rate_difference_a_minus_b"] == pytest.approx(
+            summary_csv.at["average", "win_rate_difference"])
+        differs |= m["evekit/win_rate/j1/Strong-1.0"] != pytest.approx(m["win_rate/j1/strong_10"])
         summary = pd.read_csv(tmp_path / "wr" / f"summary_strong_10_vs_{b}.csv", index_col=0)
-        assert summary.loc["j1", "model_a_wins"] == wins["j1"] and summary.loc["j2", "total"] == 8
+        assert summary.loc["j1", "model_a_wins"] == wins["j1"] and summary.loc["j2", "total"] == 16
         assert not (tmp_path / "wr" / f"comparison_strong_10_vs_{b}.png").exists()  # save_visualizations: false
+    assert differs  # the stub's noisy judges disagree with themselves across orders: the two definitions part
     assert m["aggregate/strong_10_win_rate"] > 0.5  # strength 6 against 3 wins most decisions
     assert JUDGE_KEY.encode() not in tree_text(tmp_path)
 
@@ -523,3 +643,34 @@ def test_evekit_eval_runs_the_notebooks_from_flags(tmp_path, monkeypatch, stub, 
         "params"]["judges"][0]["name"] == "strict"
     assert cli.main(["eval", "--model", "m", "--base-url", stub.base_url, "--task", "nope"]) == 2
     assert "unknown task 'nope'" in capsys.readouterr().err
+
+
+def test_the_readmes_one_call_examples_use_real_flags_and_parameters():
+    """The README's `evekit eval` line and `evekit.evaluate(...)` call ("Your own endpoint") parse
+    with evekit eval's own flags and pass evaluate's parameter check (nothing is run)."""
+    import argparse
+    import ast
+    import shlex
+
+    from evekit.api import add_eval_arguments, task_values
+    from evekit.scaffold import parse_judge
+
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = text.split("<!-- one-call:")[1].split("<!-- /one-call -->")[0]
+    bash = block.split("```bash\n")[1].split("```")[0].replace("\\\n", " ")
+    python = block.split("```python\n")[1].split("```")[0]
+    words = shlex.split(bash)
+    assert words[:2] == ["evekit", "eval"]
+    parser = argparse.ArgumentParser(prog="evekit eval", exit_on_error=False)
+    add_eval_arguments(parser)
+    args = parser.parse_args(words[2:])
+    assert args.task == ["mcqa_single_answer", "open_ended"] and args.limit == 50
+    judges = [parse_judge(j, args.judge_key_env) for j in args.judge]
+    for task in args.task:
+        task_values(args.model, args.base_url, task, judges=judges, limit=args.limit)
+    (call,) = [n for n in ast.walk(ast.parse(python)) if isinstance(n, ast.Call)
+               and ast.unparse(n.func) == "evekit.evaluate"]
+    kwargs = {k.arg: ast.literal_eval(k.value) for k in call.keywords}
+    model, base_url, task = kwargs.pop("model"), kwargs.pop("base_url"), kwargs.pop("task")
+    values = task_values(model, base_url, task, **kwargs)  # every name a parameter, every value valid
+    assert values["num_fewshot"] == 2 and values["limit"] == 50

@@ -32,6 +32,7 @@ wandb = pytest.importorskip("wandb", reason="needs the evekit[tracking] extra (p
 SENTINEL = "sk-evekit-sentinel-7f3a9c1e5b"  # the model's and the judge's key: sent, never logged
 OTHER_SECRET = "evekit-unrelated-secret-42d1"  # an environment value nothing should copy
 MODEL = "stub-model"
+NOTES = "EVE's wandb.notes: strong vs middle on the stub, two judges"
 
 
 @pytest.fixture(autouse=True)
@@ -234,6 +235,10 @@ def test_the_parameter_names_a_wrong_field_and_maps_eve_blocks_unchanged():
     cfg = TrackingConfig.from_eve_wandb(eve)
     assert (cfg.backend, cfg.project, cfg.entity, cfg.run_name, cfg.sample_count) == ("wandb", "eve-win-rate", "esa",
                                                                                      "a-vs-b", 3)
+    assert cfg.notes is None and TrackingConfig.from_eve_wandb({**eve, "notes": "first try"}).notes == "first try"
+    assert TrackingConfig.from_param(TrackingConfig.from_eve_wandb({**eve, "notes": "n"}).public()).notes == "n"
+    with pytest.raises(ParameterError, match="tracking.notes=3"):
+        TrackingConfig.from_eve_wandb({**eve, "notes": 3})
     assert not cfg.logs("plots") and not cfg.logs("position_bias") and cfg.logs("samples") and cfg.logs("win_rates")
     assert TrackingConfig.from_eve_wandb({**eve, "enabled": False}) is None
     with pytest.raises(ParameterError, match="wandb field 'projects'"):
@@ -241,6 +246,17 @@ def test_the_parameter_names_a_wrong_field_and_maps_eve_blocks_unchanged():
     # The public record carries the configuration (results.json's params)
     record = TaskParams.from_dict({**base, "tracking": {"backend": "mlflow", "tags": {"team": "eo"}}}).as_dict()
     assert record["tracking"]["backend"] == "mlflow" and record["tracking"]["tags"] == {"team": "eo"}
+
+
+def test_a_run_name_template_is_filled_per_run_as_eve_names_comparisons():
+    from evekit.tracking import Tracked, run_label
+
+    tracked = Tracked(folder=Path("out/t/win_rate/a_vs_b"), label="t/win_rate/a_vs_b",
+                      tags={"evekit.task": "open_ended", "evekit.model_a": "eve_v0.5", "evekit.model_b": "mistral-small"})
+    label = lambda name: run_label(TrackingConfig.from_param({"backend": "wandb", "run_name": name}), tracked)  # noqa: E731
+    assert label("{model_a}_vs_{model_b}") == "eve_v0.5_vs_mistral-small"
+    assert label("{task}: {model_a} {model}") == "open_ended: eve_v0.5 {model}"  # no value: as written
+    assert label("fixed") == "fixed" and run_label(TrackingConfig.from_param("wandb"), tracked) == "t/win_rate/a_vs_b"
 
 
 def test_samples_table_puts_eve_columns_first_then_scores_votes_rationales_and_failures_last():
@@ -363,19 +379,32 @@ def test_a_task_run_in_wandb_offline_history_summary_table_images(tmp_path):
 # --------------------------------------------------------------------------- win rate and ranking
 def test_a_win_rate_and_a_ranking_in_both_trackers(tmp_path):
     with StubServer() as stub:
-        (wr,) = win_rate_run(tmp_path, stub, {"backend": "mlflow", "sample_count": 3})
+        (wr,) = win_rate_run(tmp_path, stub, {"backend": "mlflow", "sample_count": 3, "notes": NOTES})
         rk = ranking_run(tmp_path, stub, {"backend": "mlflow"})
-        (wr_w,) = win_rate_run(tmp_path / "w", stub, {"backend": "wandb", "sample_count": 3})
+        # W&B through EVE's own wandb block, its `notes` included
+        eve_block = {"enabled": True, "run_name": "{model_a}_vs_{model_b}", "tags": ["win-rate"], "notes": NOTES,
+                     "log": {"visualizations": True, "raw_results": True, "sample_rationales": True, "sample_count": 3}}
+        (wr_w,) = win_rate_run(tmp_path / "w", stub, TrackingConfig.from_eve_wandb(eve_block).public())
         rk_w = ranking_run(tmp_path / "w", stub, {"backend": "wandb"})
     client = mlflow_client(tmp_path / "out")
     runs = {r.data.tags["evekit.kind"]: r for r in mlflow_runs(tmp_path / "out")}
     assert set(runs) == {"win_rate", "ranking"}
-    # Win rate: EVE's names, the rates' intervals, the tables
-    metrics = json.loads((wr / "metrics.json").read_text())["metrics"]
+    # Win rate: EVE's numbers under EVE's names, evekit's under evekit/, the rates' intervals, the tables
+    record = json.loads((wr / "metrics.json").read_text())
+    metrics = record["metrics"]
     m = runs["win_rate"].data.metrics
-    assert m["win_rate/s1/strong"] == pytest.approx(metrics["win_rate/s1/strong"])
-    assert m["aggregate/judge_agreement"] == pytest.approx(metrics["aggregate/judge_agreement"])
+    assert runs["win_rate"].data.tags["mlflow.note.content"] == NOTES  # the run's description in MLflow's UI
+    for name, value in record["eve_definitions"].items():  # every EVE name logged carries EVE's definition
+        if value is not None:
+            assert m[name] == pytest.approx(value), name
+    results = pd.read_csv(wr / "results.csv")
+    s1 = results[results.judge == "s1"]
+    assert m["win_rate/s1/strong"] == pytest.approx((s1.winner_model == "model_a").sum() / len(s1))
+    assert m["judge_agreement/unanimous_rate"] == pytest.approx(metrics["judge_agreement/unanimous_rate"])
     summary = pd.read_csv(wr / "summary.csv").set_index("judge")
+    assert m["evekit/average/judge_agreement"] == pytest.approx(summary.at["average", "judge_agreement"])
+    assert m["evekit/majority/strong_win_rate"] == pytest.approx(summary.at["majority", "win_rate_a"])
+    assert not [k for k in m if k.startswith("majority/") or k == "aggregate/judge_agreement"]
     assert m["summary/majority/win_rate_a"] == pytest.approx(summary.at["majority", "win_rate_a"])
     assert m["summary/majority/win_rate_a_ci_low"] == pytest.approx(summary.at["majority", "win_rate_a_ci_low"])
     assert m["summary/majority/win_rate_a_ci_high"] == pytest.approx(summary.at["majority", "win_rate_a_ci_high"])
@@ -403,8 +432,10 @@ def test_a_win_rate_and_a_ranking_in_both_trackers(tmp_path):
              for r in wandb_runs(tmp_path / "w" / "out")}
     assert set(wruns) == {"win_rate", "ranking"}
     w = wruns["win_rate"]
-    assert w.summary["win_rate/s1/strong"] == pytest.approx(
-        json.loads((wr_w / "metrics.json").read_text())["metrics"]["win_rate/s1/strong"])
+    assert w.run.notes == NOTES and w.run.display_name == "strong_vs_middle"  # EVE's notes, its run_name filled
+    eve_w = json.loads((wr_w / "metrics.json").read_text())["eve_definitions"]
+    assert w.summary["win_rate/s1/strong"] == pytest.approx(eve_w["win_rate/s1/strong"])
+    assert w.summary["aggregate/win_rate_difference"] == pytest.approx(eve_w["aggregate/win_rate_difference"])
     assert len(w.table("sample_rationales")) == 3 and len(w.table("win_rates")) == len(summary)
     assert "plots/comparison/path" in w.history and "plots/position_bias/path" in w.history
     r = wruns["ranking"]

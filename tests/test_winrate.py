@@ -150,9 +150,15 @@ def test_full_pipeline_reproduces_eve_worked_example(tmp_path):
     avg = row(comp, "average")
     assert avg["win_rate_a"] == pytest.approx(0.72) and avg["alpaca_win_rate_b"] == pytest.approx(0.265)
     metrics = wr.eve_metrics(comp)
-    assert metrics["win_rate/j1/model-a"] == pytest.approx(0.72)
-    assert metrics["aggregate/avg_model-b_alpaca_win_rate"] == pytest.approx(0.265)
-    assert metrics["aggregate/win_rate_difference"] == pytest.approx(0.47)
+    # EVE's names carry EVE's definitions (one order, no failed decision: the same counts here) ...
+    assert metrics["win_rate/j1/model_a"] == pytest.approx(0.72)  # EVE's sanitised model name
+    assert metrics["aggregate/avg_model_b_alpaca_win_rate"] == pytest.approx(0.265)
+    assert metrics["aggregate/win_rate_difference"] == pytest.approx(0.25 - 0.72)  # EVE's sign: b - a
+    # ... and evekit's own figures their own names, with the difference's sign in the name
+    assert metrics["evekit/win_rate/j1/model-a"] == pytest.approx(0.72)
+    assert metrics["evekit/average/win_rate_difference_a_minus_b"] == pytest.approx(0.47)
+    assert metrics["evekit/majority/model-b_alpaca_win_rate"] == pytest.approx(0.265)
+    assert not [k for k in metrics if k.startswith("majority/")]  # no evekit figure outside evekit/
 
 
 # --------------------------------------------------------------------------- positions
@@ -535,7 +541,7 @@ def test_plots_have_labels_and_model_names(tmp_path):
     assert ax.get_xlabel() and ax.get_ylabel() and "model-a" in ax.get_title()
     legend = [t.get_text() for t in fig.legends[0].get_texts()]
     assert legend == ["model-a wins", "tie", "model-b wins"]
-    assert [t.get_text() for t in ax.get_yticklabels()] == ["j1", "j2", "majority vote", "average of judges (EVE)"]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["j1", "j2", "majority vote", "average of judges"]
     assert any(t.get_text().endswith("%") for t in ax.texts)
     plt.close(fig)
     for make in (wr.plot_position_bias, wr.plot_agreement):

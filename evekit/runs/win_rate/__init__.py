@@ -13,10 +13,12 @@ The notebook drives a `WinRateRun` (see `evekit.runs.win_rate.run`). One module 
 - `matching`: reading answer CSVs and pairing rows by question (`read_answers`, `match_files`).
 - `judging`: positions and pairwise decisions, through an `evekit.judges.JudgePanel` of the
   "pairwise" kind (`judge_comparison`, `run_judges`).
-- `analysis`: statistics after judging (`win_rates`, `sign_test`, `summarize`, `eve_metrics`).
+- `analysis`: statistics after judging (`win_rates`, `sign_test`, `summarize`, `eve_metrics`:
+  EVE's numbers under EVE's names, evekit's under `evekit/`).
 - `views`: tables, plots and the saved files (`summary_view`, `plot_*`, `save_outputs`).
 """
-from evekit.runs.win_rate.analysis import (CI_COLUMNS, SUMMARY_COLUMNS, agreement_matrix, eve_metrics, judge_agreement,
+from evekit.runs.win_rate.analysis import (CI_COLUMNS, SUMMARY_COLUMNS, agreement_matrix, eve_metrics, evekit_metrics,
+                                     judge_agreement,
                                      question_interval, sign_test, summarize, win_rates)
 from evekit.runs.win_rate.kind import KIND
 from evekit.runs.win_rate.params import ALPHA, TASKS, WinRateConfig, WinRateParams, validate_params
@@ -32,7 +34,7 @@ __all__ = [
     "KIND", "WinRateRun", "WinRateParams", "WinRateConfig", "validate_params", "TASKS", "ALPHA", "REQUIRED_COLUMNS", "ModelSpec", "Comparison",
     "normalize_ws", "unwrap_response", "read_answers", "match_files", "load_comparisons",
     "RESULT_COLUMNS", "a_shown_first", "judge_comparison", "run_judges", "judge_outcomes",
-    "SUMMARY_COLUMNS", "CI_COLUMNS", "question_interval", "win_rates", "sign_test", "judge_agreement", "agreement_matrix", "summarize", "eve_metrics",
+    "SUMMARY_COLUMNS", "CI_COLUMNS", "question_interval", "win_rates", "sign_test", "judge_agreement", "agreement_matrix", "summarize", "eve_metrics", "evekit_metrics",
     "setup_table", "matching_table", "unmatched_table", "summary_table", "summary_view", "verdict_text",
     "sample_rationales", "plot_comparison", "plot_position_bias", "plot_agreement", "save_outputs",
 ]

@@ -1,5 +1,6 @@
 """Statistics computed after judging: EVE's win rates, the sign test, position and length bias,
-judge agreement, and the summary table under EVE's metric names.
+judge agreement, the summary table, and the metrics block (EVE's numbers under EVE's names,
+evekit's under `evekit/...`).
 
 Everything here is a pure function of a judged `Comparison` (its results, outcomes and pairs),
 so it can be recomputed from a saved results.csv without a judge call.
@@ -16,11 +17,12 @@ from evekit.judges import get_kind
 from evekit.judges import judge_agreement as per_sample_agreement
 from evekit import stats
 from evekit.stats import wilson_ci
+from evekit.runs.win_rate.eve_definitions import eve_definitions
 from evekit.runs.win_rate.params import ALPHA
 from evekit.runs.win_rate.matching import Comparison
 
 __all__ = ["SUMMARY_COLUMNS", "CI_COLUMNS", "win_rates", "sign_test", "judge_agreement", "agreement_matrix",
-           "question_interval", "cluster_sign_test", "summarize", "eve_metrics"]
+           "question_interval", "cluster_sign_test", "summarize", "eve_metrics", "evekit_metrics", "EVEKIT_PREFIX"]
 
 
 def win_rates(wins_a: int, wins_b: int, ties: int) -> dict[str, float]:
@@ -350,24 +352,42 @@ def summarize(comp: Comparison, alpha: float = ALPHA, *, seed: int = 0, n_boot: 
     return table
 
 
-def eve_metrics(comp: Comparison) -> dict[str, float]:
-    """The summary under EVE's logged names (win_rate/{judge}/{model}, aggregate/..., majority/...)."""
+EVEKIT_PREFIX = "evekit/"  # evekit's own figures beside EVE's names: never mistaken for EVE's numbers
+
+
+def evekit_metrics(comp: Comparison) -> dict[str, float | None]:
+    """evekit's summary (per judge, the judges' average and their majority vote) under its own names,
+    `evekit/...`: per question, the two orders combined when `both_orders` (an order-dependent pair is
+    a tie, as MT-Bench counts it), failed decisions left out, the differences as model_a - model_b
+    (`_a_minus_b`). EVE's numbers are under EVE's names (`eve_metrics`)."""
     s = comp.summary.set_index("judge")
     a, b = comp.name_a, comp.name_b
-    m: dict[str, float] = {}
+    p = EVEKIT_PREFIX
+    m: dict[str, Any] = {}
     for judge in comp.judges:
         for side, name in (("a", a), ("b", b)):
-            m[f"win_rate/{judge}/{name}"] = s.at[judge, f"win_rate_{side}"]
-            m[f"alpaca_win_rate/{judge}/{name}"] = s.at[judge, f"alpaca_win_rate_{side}"]
-        m[f"position_bias/{judge}"] = s.at[judge, "position_bias"]
-    for side, name in (("a", a), ("b", b)):
-        for prefix in ("", "avg_"):
-            m[f"aggregate/{prefix}{name}_win_rate"] = s.at["average", f"win_rate_{side}"]
-            m[f"aggregate/{prefix}{name}_alpaca_win_rate"] = s.at["average", f"alpaca_win_rate_{side}"]
-        m[f"majority/{name}_win_rate"] = s.at["majority", f"win_rate_{side}"]
-        m[f"majority/{name}_alpaca_win_rate"] = s.at["majority", f"alpaca_win_rate_{side}"]
-    for key in ("win_rate_difference", "alpaca_win_rate_difference", "judge_agreement", "position_bias"):
-        m[f"aggregate/{key}"] = s.at["average", key]
-    m["majority/win_rate_difference"] = s.at["majority", "win_rate_difference"]
-    m["majority/sign_test_p"] = s.at["majority", "sign_test_p"]
+            m[f"{p}win_rate/{judge}/{name}"] = s.at[judge, f"win_rate_{side}"]
+            m[f"{p}alpaca_win_rate/{judge}/{name}"] = s.at[judge, f"alpaca_win_rate_{side}"]
+        m[f"{p}tie_rate/{judge}"] = s.at[judge, "tie_rate"]
+        m[f"{p}position_bias/{judge}"] = s.at[judge, "position_bias"]
+        if comp.both_orders:
+            m[f"{p}position_consistency/{judge}"] = s.at[judge, "position_consistency"]
+    for row in ("average", "majority"):
+        for side, name in (("a", a), ("b", b)):
+            m[f"{p}{row}/{name}_win_rate"] = s.at[row, f"win_rate_{side}"]
+            m[f"{p}{row}/{name}_alpaca_win_rate"] = s.at[row, f"alpaca_win_rate_{side}"]
+        m[f"{p}{row}/tie_rate"] = s.at[row, "tie_rate"]
+        m[f"{p}{row}/win_rate_difference_a_minus_b"] = s.at[row, "win_rate_difference"]
+        m[f"{p}{row}/alpaca_win_rate_difference_a_minus_b"] = s.at[row, "alpaca_win_rate_difference"]
+        m[f"{p}{row}/judge_agreement"] = s.at[row, "judge_agreement"]
+        m[f"{p}{row}/position_bias"] = s.at[row, "position_bias"]
+    m[f"{p}majority/sign_test_p"] = s.at["majority", "sign_test_p"]
     return {k: (None if pd.isna(v) else float(v)) for k, v in m.items()}
+
+
+def eve_metrics(comp: Comparison) -> dict[str, float | None]:
+    """metrics.json's `metrics`: EVE's numbers under EVE's logged names, by EVE's definitions
+    (`eve_definitions`: every judge decision counts, `win_rate/<judge>/<model>`, `alpaca_win_rate/...`,
+    `aggregate/...`, `judge_agreement/...`, `position_bias/<judge>/...`), then evekit's own figures
+    under `evekit/...` (`evekit_metrics`)."""
+    return {**eve_definitions(comp.results, comp.name_a, comp.name_b, comp.judges), **evekit_metrics(comp)}

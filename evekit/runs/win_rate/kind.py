@@ -16,8 +16,8 @@ __all__ = ["KIND"]
 
 
 def headline(record: RunRecord) -> str:
-    """EVE's average across judges: each model's win rate and the alpaca win rate of the first,
-    each with its interval over questions."""
+    """The judges' average (evekit's, per question): each model's win rate and the alpaca win rate
+    of the first, each with its interval over questions."""
     try:
         df = pd.read_csv(record.dir / "summary.csv")
         row = df.iloc[-1]
@@ -53,19 +53,25 @@ def _category(name: str) -> str:
         return "position_bias"
     if "judge_agreement" in name:
         return "judge_agreement"
-    if "win_rate" in name or "tie_rate" in name or "sign_test" in name:
+    if "win_rate" in name or "tie_rate" in name or "sign_test" in name or name.endswith(("_wins", "/ties")):
         return "win_rates"
     return "metrics"
 
 
 def track(record: RunRecord, sample_count: int) -> Tracked:
-    """A win rate for a tracker: EVE's logged names (`win_rate/<judge>/<model>`, `alpaca_win_rate/...`,
-    `position_bias/<judge>`, `aggregate/...`, `majority/...`), each rate of summary.csv with its
-    interval (`summary/<judge>/<rate>`, `_ci_low`, `_ci_high`, `_n`), the counts and usage; tables: the
-    rates (summary.csv), the raw decisions (results.csv) and `sample_count` rationales."""
+    """A win rate for a tracker: EVE's numbers by EVE's definitions under EVE's logged names
+    (`win_rate/<judge>/<model>`, `alpaca_win_rate/...`, `aggregate/...`, `judge_agreement/...`,
+    `position_bias/<judge>/...`), evekit's own figures under `evekit/...` (per question, orders
+    combined, `evekit/majority/...`), each rate of summary.csv with its interval
+    (`summary/<judge>/<rate>`, `_ci_low`, `_ci_high`, `_n`), the counts and usage; tables: the rates
+    (summary.csv), the raw decisions (results.csv) and `sample_count` rationales."""
     data = read_json(record.dir / "metrics.json")
+    block = data.get("metrics") or {}
+    if isinstance(data.get("eve_definitions"), dict) and not any(str(k).startswith("evekit/") for k in block):
+        # a metrics.json of an earlier evekit held its own figures under EVE's names: log EVE's alone
+        block = data["eve_definitions"]
     metrics: dict[str, dict[str, float]] = {}
-    for name, value in (data.get("metrics") or {}).items():
+    for name, value in block.items():
         if value is not None:
             metrics.setdefault(_category(name), {})[name] = float(value)
     summary = read_table(record.dir / "summary.csv")

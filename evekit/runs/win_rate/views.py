@@ -24,7 +24,9 @@ if TYPE_CHECKING:
 __all__ = ["setup_table", "judge_table", "matching_table", "unmatched_table", "summary_table", "summary_view", "verdict_text",
            "sample_rationales", "plot_comparison", "plot_position_bias", "plot_agreement", "save_outputs"]
 
-_AGGREGATE_LABELS = {"majority": "majority vote", "average": "average of judges (EVE)"}
+# "average" is evekit's mean of the judges' per-question rates (orders combined), not EVE's pooled or
+# averaged figures over decisions (those are in `eve_view` and under EVE's names in metrics.json).
+_AGGREGATE_LABELS = {"majority": "majority vote", "average": "average of judges"}
 
 
 def matching_table(comparisons: Sequence[Comparison]) -> pd.DataFrame:
@@ -132,7 +134,8 @@ def summary_view(comp: Comparison) -> pd.DataFrame:
 
 
 def verdict_text(comp: Comparison, alpha: float = ALPHA) -> str:
-    """One paragraph a reader can quote: majority-vote counts, sign test, and EVE's average."""
+    """One paragraph a reader can quote: majority-vote counts, sign test, and the judges' average
+    (evekit's, per question; EVE's own numbers are in `eve_view`)."""
     s = comp.summary.set_index("judge")
     m, avg = s.loc["majority"], s.loc["average"]
     avg_diff = (avg["win_rate_difference"], avg["win_rate_difference_ci_low"], avg["win_rate_difference_ci_high"])
@@ -149,7 +152,7 @@ def verdict_text(comp: Comparison, alpha: float = ALPHA) -> str:
         f"{comp.name_a} vs {comp.name_b}, {int(m['n'])} questions, majority of {len(comp.judges)} judge(s): "
         f"{comp.name_a} wins {int(m['wins_a'])} ({m['win_rate_a']:.0%}, 95% CI {m['win_rate_a_ci_low']:.0%}-"
         f"{m['win_rate_a_ci_high']:.0%}), {comp.name_b} wins {int(m['wins_b'])} ({m['win_rate_b']:.0%}), "
-        f"{int(m['ties'])} ties. Sign test: {concl}. Average across judges (EVE): win rate "
+        f"{int(m['ties'])} ties. Sign test: {concl}. Average across judges: win rate "
         f"{avg['win_rate_a']:.3f} vs {avg['win_rate_b']:.3f} (difference {_ci(*avg_diff)}, 95% CI over "
         f"questions), alpaca win rate {_ci(*avg_alpaca)} vs {avg['alpaca_win_rate_b']:.3f}."
     )
@@ -216,8 +219,10 @@ def save_outputs(comparisons: Sequence[Comparison], cfg: WinRateParams,
                  usage: dict[str, Any] | None = None) -> list[Path]:
     """Write each comparison's folder with its run.json record (what the batch runner reads).
 
-    metrics.json holds the metrics under EVE's names, the counts, the parameters (no secrets) and
-    `usage`, the judge usage of the whole run (all comparisons share the judges' clients).
+    metrics.json's `metrics` holds EVE's numbers by EVE's definitions under EVE's names and evekit's
+    own figures under `evekit/...` (`analysis.eve_metrics`); `eve_definitions` repeats EVE's part
+    alone (for readers of earlier files). Then the counts, the parameters (no secrets) and `usage`,
+    the judge usage of the whole run (all comparisons share the judges' clients).
     """
     import matplotlib.pyplot as plt
 
@@ -241,8 +246,7 @@ def save_outputs(comparisons: Sequence[Comparison], cfg: WinRateParams,
             "n_failed": int(comp.summary.set_index("judge").at["majority", "failed"]),
             "n_failed_decisions": int(comp.results["failed"].sum()),
             "n_unmatched": len(comp.unmatched), "n_failed_generation": len(comp.failed_generation),
-            "metrics": eve_metrics(comp),
-            # EVE's own definitions (every judge decision counts; evekit.runs.win_rate.eve_definitions)
+            "metrics": eve_metrics(comp),  # EVE's names = EVE's definitions; evekit's under evekit/
             "eve_definitions": eve_definitions(comp.results, comp.name_a, comp.name_b, comp.judges),
             "verdict": verdict_text(comp, cfg.alpha),
             "usage": usage or {}, "params": cfg.as_dict(),
