@@ -22,7 +22,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from evekit.naming import configuration_name
 
-__all__ = ["KAPPA_BAR", "Flag", "judge_flags", "position_bias_flag", "degenerate_judge_flag", "flags_text",
+__all__ = ["KAPPA_BAR", "Flag", "judge_flags", "score_flags", "position_bias_flag", "degenerate_judge_flag", "flags_text",
            "MARK", "n_of", "task_card", "comparison_card", "comparisons_card", "win_rate_card", "ranks_text", "fmt_ci"]
 
 KAPPA_BAR = 0.4  # the validated kappa below which a judge's scores are flagged (as judges.validation warns)
@@ -88,6 +88,18 @@ def judge_flags(results: Mapping[str, Any], judge: str | None = None) -> list[Fl
     return flags
 
 
+def score_flags(results: Mapping[str, Any], metric: str) -> list[Flag]:
+    """The trust flags of one score of a task result: `judge_flags` for a judged score, none for
+    one corrected by expert labels (its record carries `n_labels`: the labels measure and remove the
+    judges' error on this task, so their validation no longer decides whether the number holds)."""
+    if not metric.startswith(("judge_voting", "llm_as_judge")):
+        return []
+    record = (results.get("metrics") or {}).get(metric) or {}
+    if isinstance(record, Mapping) and record.get("n_labels"):
+        return []
+    return judge_flags(results)
+
+
 def position_bias_flag(bias: Any, lo: Any, hi: Any, n: Any = None, *, carried: str = "the win rates") -> Flag | None:
     """A flag when the judges' preference for the answer shown first (share of decisive verdicts)
     is beyond chance: its interval excludes 0.5 (`carried`: what the bias is in, for the sentence)."""
@@ -144,7 +156,7 @@ def task_card(results: Mapping[str, Any], metric: str, m: Mapping[str, Any] | No
         beaten = lo is not None and lo > float(base["value"])
         parts.append(f"Always answering \"{base.get('answer')}\" scores {float(base['value']):.2f}: "
                      + ("the model beats it." if beaten else "the model does not beat it."))
-    flags = judge_flags(results) if metric.startswith(("judge_voting", "llm_as_judge")) else []
+    flags = score_flags(results, metric)
     if flags:
         parts.append(flags_text(flags))
     return " ".join(parts)

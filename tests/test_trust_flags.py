@@ -98,6 +98,31 @@ def test_a_flagged_judge_score_is_marked_on_the_index_the_leaderboard_csv_and_th
     assert "1 of 2 headline scores carry a trust flag" in write_index(run).read_text()
 
 
+def test_a_score_corrected_by_expert_labels_carries_no_validation_flag(tmp_path):
+    # The labels measure and remove the judges' error on this task: an unvalidated panel no longer
+    # decides whether the corrected headline holds, while the same run's raw score stays flagged.
+    run = tmp_path / "demo"
+    d = _task_result(run, "labelled-model", None)
+    res = json.loads((d / "results.json").read_text())
+    res["metrics"]["judge_voting_ppi"] = {"value": 0.0, "ci_low": 0.0, "ci_high": 0.32, "n": 12, "n_labels": 8,
+                                          "raw": "judge_voting"}
+    (d / "results.json").write_text(json.dumps(res))
+    _task_result(run, "unlabelled-model", None)
+    cells = _flagged_cells(write_index(run).read_text())
+    assert [c["text"][:5] for c in cells] == ["1.000"]          # only the unlabelled model's raw score
+    csv_dir = run / "summary"
+    entries = lb.collect(tmp_path, ["demo"])
+    board = lb.leaderboard(entries)
+    lb.save_summary(csv_dir, board, lb.paired_tests(entries), lb.usage_totals(entries), None)
+    csv = pd.read_csv(csv_dir / "leaderboard.csv", keep_default_na=False).set_index("model")
+    assert csv.loc["labelled-model · demo", "metric"] == "judge_voting_ppi"
+    assert csv.loc["labelled-model · demo", "trust"] == ""
+    assert csv.loc["unlabelled-model · demo", "trust"] == "unvalidated"
+    from evekit.cards import judge_flags, score_flags
+
+    assert score_flags(res, "judge_voting_ppi") == [] and score_flags(res, "judge_voting") == judge_flags(res)
+
+
 def test_the_index_says_each_run_in_words_and_links_the_metric_to_the_glossary(tmp_path):
     run = tmp_path / "demo"
     _task_result(run, "flagged-model", FAILED)

@@ -5,7 +5,7 @@ import json
 from pathlib import Path
 from typing import Any, Mapping
 
-from evekit.cards import judge_flags, n_of, task_card
+from evekit.cards import n_of, score_flags, task_card
 from evekit.metrics import METRICS
 from evekit.naming import configuration_name
 from evekit.report import format_metric
@@ -58,9 +58,9 @@ def _results(record: RunRecord) -> dict[str, Any]:
 
 
 def headline_flags(res: dict[str, Any]) -> list:
-    """The trust flags of a result's headline number (`cards.judge_flags` when it is judged)."""
+    """The trust flags of a result's headline number (`cards.score_flags`: judged and not corrected by expert labels)."""
     name, _ = headline(res)
-    return judge_flags(res) if name.startswith(("judge_voting", "llm_as_judge")) else []
+    return score_flags(res, name)
 
 
 def index_row(record: RunRecord, results: dict[str, Any] | None = None) -> IndexRow:
