@@ -157,22 +157,50 @@ class ThreadPlan:
                 "--poll", str(self.poll)]
 
 
+def _own_tree_ticks(root: int) -> int:
+    """CPU ticks (user + system, the unit of /proc/stat) of `root` and every process below it."""
+    parents: dict[int, int] = {}
+    ticks: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:  # gone meanwhile
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()  # after "pid (comm) ": state, ppid, ...
+        parents[int(entry.name)] = int(fields[1])
+        ticks[int(entry.name)] = int(fields[11]) + int(fields[12])  # utime, stime
+    children: dict[int, list[int]] = {}
+    for pid, ppid in parents.items():
+        children.setdefault(ppid, []).append(pid)
+    total, todo = 0, [root]
+    while todo:
+        pid = todo.pop()
+        total += ticks.get(pid, 0)
+        todo.extend(children.get(pid, []))
+    return total
+
+
 def busy_cores(seconds: float = 0.25) -> float:
     """Cores' worth of CPU that other processes use right now, from two reads of /proc/stat
-    (the load average lags by a minute; this is the last `seconds`). 0.0 where /proc is missing."""
-    def read() -> tuple[int, int]:
+    (the load average lags by a minute; this is the last `seconds`). This process and the ones
+    it started are not counted: a batch that starts the server while its kernel server imports
+    its libraries is not a busy machine. 0.0 where /proc is missing."""
+    def read() -> tuple[int, int, int]:
         fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
         idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
-        return sum(fields[:8]), idle
+        return sum(fields[:8]), idle, _own_tree_ticks(os.getpid())
     try:
-        total0, idle0 = read()
+        total0, idle0, own0 = read()
         time.sleep(seconds)
-        total1, idle1 = read()
+        total1, idle1, own1 = read()
     except (OSError, ValueError, IndexError):
         return 0.0
     if total1 <= total0:
         return 0.0
-    return (os.cpu_count() or 1) * (1 - (idle1 - idle0) / (total1 - total0))
+    others = (total1 - total0) - (idle1 - idle0) - max(0, own1 - own0)
+    return max(0.0, (os.cpu_count() or 1) * others / (total1 - total0))
 
 
 def thread_plan(cores: int | None = None, busy: float | None = None) -> ThreadPlan:
