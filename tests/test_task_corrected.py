@@ -74,6 +74,11 @@ def test_expert_labels_correct_every_judged_score_and_become_the_headline(tmp_pa
     assert (got["value"], got["ci_low"], got["ci_high"]) == (expected["value"], expected["ci_low"], expected["ci_high"])
     assert got["n_labels"] == 12 and got["raw"] == "judge_voting"
     assert run.headline == "judge_voting_ppi"
+    # the metrics table shows the corrected value and interval; its details are corrected_scores()'s
+    shown = run.metrics_table()
+    assert shown.loc["judge_voting_ppi", "ci_high"] == pytest.approx(got["ci_high"], abs=1e-4)
+    assert not shown.map(lambda v: isinstance(v, dict)).any().any()
+    assert not {"labels_only", "judge_only", "lambda", "width_ratio"} & set(shown.columns)
     table = run.corrected_scores()
     assert list(table.index[:2]) == ["strict", "warm"] and len(table) == 3 and "kappa" in table.columns
     # the labels disagree with the vote on every third item: accuracy 8/12 against the labels

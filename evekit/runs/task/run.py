@@ -47,6 +47,8 @@ RULE_REASON = "unparsed answer: FAIL by rule (not sent to the judges)"
 GROUP_PLOT = "by_group.png"
 # Keys of a repeat-aware metric kept in results.json but not in the metrics table; design_table() shows the
 # reader's ones (design effect, var_within, var_between and their shares).
+CORRECTION_DETAILS = ("lambda", "ppi_py_ci_low", "ppi_py_ci_high", "width_ratio", "effective_labels", "labels_to_halve",
+                      "n_judged", "n_labelled_abstained")
 DESIGN_DETAILS = ("effective_n", "df", "repeats", "se", "design_effect", "design_effect_clusters", "var_within",
                   "var_between", "var_between_raw", "var_item_means", "share_within", "share_between",
                   "n_excluded")
@@ -970,6 +972,10 @@ class TaskRun(NotebookRun):
         table = pd.DataFrame.from_dict(rows, orient="index")
         # The design's details (variance shares, design effect, ...) are design_table()'s.
         table = table.drop(columns=[c for c in DESIGN_DETAILS if c in table])
+        # A corrected score's details (its labels-only and judge-only estimates, lambda, width ratio)
+        # are corrected_scores()'s; here they would be a Python dict in a cell.
+        nested = [c for c in table if table[c].map(lambda v: isinstance(v, dict)).any()]
+        table = table.drop(columns=nested + [c for c in CORRECTION_DETAILS if c in table])
         table.index.name = "metric"
         for count in ("n", "n_informative", "n_boot", "n_defined", "n_answers", "n_clusters"):  # counts, never 26.0
             if count in table:
