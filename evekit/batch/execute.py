@@ -399,15 +399,23 @@ def _run_batch_locked(paths: list[Path], nb_dir: Path, serve: bool, check_url: s
     slots_dir = None
     kernel_server = None
     try:
+        if serve:
+            from evekit.server import EmbeddedServer, ServerError
+
+            server = EmbeddedServer()
+            # The server's threads follow what other processes use (`server.thread_plan`): read it
+            # before this batch's own kernel server and exporter take the cores.
+            try:
+                server.thread_plan()
+            except ServerError as exc:  # a bad EVEKIT_SERVER_THREADS / EVEKIT_SERVER_POLL
+                print(f"evekit run: {exc}", file=sys.stderr)
+                return 1
         # Its imports overlap the embedded server's start. One notebook gains nothing from it.
         kernel_server = start_kernel_server(fresh_kernels) if len(paths) > 1 else None
         if html:
             warm_html_exporter()
         server_url = None if serve else check_url
         if serve:
-            from evekit.server import EmbeddedServer, ServerError
-
-            server = EmbeddedServer()
             try:
                 server.start()
             except ServerError as exc:
