@@ -93,6 +93,15 @@ def _wait_explorers(page) -> None:
     assert not errors, f"{page.url}: explorer failed: {errors}"
 
 
+def _open_explorers(site: Site, doc: str | Path, view: str = ""):
+    """A watched new page on a report of the batch (`view`: an address after it), its explorers rendered."""
+    page = site.context.new_page()
+    _watch(site, page)
+    page.goto((site.run_dir / doc).as_uri() + view)
+    _wait_explorers(page)
+    return page
+
+
 def _watch(site: Site, page) -> None:
     page.on("console", lambda m: site.console.append(f"{site.rel(page.url)}: console.{m.type}: {m.text}")
             if m.type in ("error", "assert") else None)
@@ -324,10 +333,7 @@ def test_the_index_counts_lead_to_the_explorer_showing_as_many(site, batch_run):
 
 
 def _open_unit(site: Site, doc_rel: str, unit_id: str):
-    page = site.context.new_page()
-    _watch(site, page)
-    page.goto((site.run_dir / doc_rel).as_uri())
-    _wait_explorers(page)
+    page = _open_explorers(site, doc_rel)
     row = page.locator(f"div.evekit-explorer tr.ee-row[data-id={json.dumps(unit_id)}]")
     row.click()
     story = page.locator("tr.ee-detail").first
@@ -423,10 +429,7 @@ def test_an_outcome_filter_shows_as_many_items_as_samples_csv_counts(site, task,
     for doc in _task_docs(site, task):
         s = pd.read_csv(site.run_dir / Path(doc).parent / "samples.csv")
         expect = _task_counts(s, headline)
-        page = site.context.new_page()
-        _watch(site, page)
-        page.goto((site.run_dir / doc).as_uri())
-        _wait_explorers(page)
+        page = _open_explorers(site, doc)
         ex = page.locator("div.evekit-explorer#explorer")
         offered = [o.get_attribute("value") for o in ex.locator("select.ee-outcome option").all()]
         for outcome, n in expect.items():
@@ -463,10 +466,7 @@ def test_a_numeric_column_heading_sorts_the_rows_both_ways(site):
     for doc in _task_docs(site, task):
         s = pd.read_csv(site.run_dir / Path(doc).parent / "samples.csv", dtype={"doc_id": str})
         assert len(s) <= 25  # one page: the whole order is on screen
-        page = site.context.new_page()
-        _watch(site, page)
-        page.goto((site.run_dir / doc).as_uri())
-        _wait_explorers(page)
+        page = _open_explorers(site, doc)
         ex = page.locator("div.evekit-explorer#explorer")
         assert _row_ids(ex) == list(s["doc_id"])  # unsorted: the file's order
         score = ex.locator("th[data-col='score']")
@@ -493,10 +493,7 @@ def test_the_group_filter_shows_as_many_items_as_samples_csv_has_in_the_group(si
     s = pd.read_csv(site.run_dir / Path(doc).parent / "samples.csv", dtype={"doc_id": str})
     counts = s["group"].value_counts()
     assert len(counts) >= 2 and counts.min() < len(s)  # a filter that can hide rows
-    page = site.context.new_page()
-    _watch(site, page)
-    page.goto((site.run_dir / doc).as_uri())
-    _wait_explorers(page)
+    page = _open_explorers(site, doc)
     ex = page.locator("div.evekit-explorer#explorer")
     offered = [o.get_attribute("value") for o in ex.locator("select.ee-group option").all()]
     assert offered == ["", *sorted(counts.index)]
@@ -550,10 +547,7 @@ def test_no_payload_is_markup_in_any_file_and_where_each_ended(site, batch_run):
 
 
 def _shown_at(site: Site, doc_rel: str, view: str) -> int:
-    page = site.context.new_page()
-    _watch(site, page)
-    page.goto((site.run_dir / doc_rel).as_uri() + view)
-    _wait_explorers(page)
+    page = _open_explorers(site, doc_rel, view)
     shown = int(page.get_attribute("div.evekit-explorer#explorer", "data-shown"))
     assert page.locator("div.evekit-explorer#explorer tr.ee-row").count() == shown
     page.close()
