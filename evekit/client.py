@@ -69,7 +69,6 @@ from urllib.parse import unquote, urlsplit
 import aiohttp
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 from tenacity import wait_exponential, wait_random
-from tqdm.auto import tqdm
 
 from . import __version__
 from .errors import CacheError, CacheMiss, EndpointError, ParameterError
@@ -472,6 +471,10 @@ class ModelClient:
             for i, r in enumerate(results):
                 if r is not None:
                     on_result(i, r)
+
+        # tqdm.auto picks its widget form when imported inside a kernel: imported here, never at
+        # module import, so the warm kernel server (evekit.batch.kernels) may preload this module.
+        from tqdm.auto import tqdm
 
         bar = tqdm(total=n, initial=n_cached, desc=desc or self.name, unit="req",
                    disable=not self.progress, dynamic_ncols=True)

@@ -43,7 +43,6 @@ from typing import Any, Iterable, Mapping, NamedTuple, Sequence
 
 import jsonschema
 import numpy as np
-from scipy import stats as sps
 
 from evekit.structured import extract_json
 
@@ -323,7 +322,9 @@ def soft_spearman(gold: Soft, pred: Soft, n: int) -> float:
     if kg == 1 or kp == 1:
         return float(kg == kp)
     # rho is Pearson's r of the ranks (ties get their average rank)
-    return float(np.corrcoef(sps.rankdata(g), sps.rankdata(p))[0, 1])
+    from scipy.stats import rankdata  # at use: scipy.stats takes a second to import
+
+    return float(np.corrcoef(rankdata(g), rankdata(p))[0, 1])
 
 
 def char_counts(gold: Hard, pred: Hard, n: int) -> tuple[int, int, int]:

@@ -69,7 +69,7 @@ def test_the_provisioner_is_declared_as_a_jupyter_client_entry_point(provisioner
 
 PROBE = '''
 import os, sys
-print("imported outside", sorted(m for m in ("tqdm.auto", "tqdm.autonotebook", "evekit") if m in sys.modules))
+print("imported outside", sorted(m for m in ("tqdm.auto", "tqdm.autonotebook") if m in sys.modules))
 import numpy as np
 import scipy.linalg
 import pandas as pd
@@ -251,6 +251,37 @@ def test_the_server_has_one_thread_and_no_kernel_deciding_module_once_everything
                                env={k: v for k, v in env.items() if k not in ("OPENBLAS_NUM_THREADS", "JE_ARROW_MALLOC_CONF")})
     if (os.cpu_count() or 1) > 1:  # the limits are what keeps it single-threaded
         assert json.loads(unlimited.stdout)[0] > 1
+
+
+@linux_only
+def test_evekit_modules_the_server_preloads_read_no_kernel_only_variable_when_imported():
+    """A forked kernel's EVEKIT_*/JPY_* variables may differ from the server's: safe only because
+    no preloaded evekit module reads one at import (a module-level default would keep the server's)."""
+    probe = ("import importlib, json, os, sys\n"
+             "from collections.abc import MutableMapping\n"
+             "from evekit.batch.kernels import THIRD_PARTY_PRELOAD, EVEKIT_PRELOAD, KERNEL_ONLY_PREFIXES\n"
+             "for m in THIRD_PARTY_PRELOAD: importlib.import_module(m)\n"
+             "read = []\n"
+             "class Recording(MutableMapping):\n"
+             "    def __init__(self, inner): self.inner = inner\n"
+             "    def __getitem__(self, key): read.append(key); return self.inner[key]\n"
+             "    def __setitem__(self, key, value): self.inner[key] = value\n"
+             "    def __delitem__(self, key): del self.inner[key]\n"
+             "    def __iter__(self): read.append('*'); return iter(self.inner)\n"
+             "    def __len__(self): return len(self.inner)\n"
+             "    def __contains__(self, key): read.append(key); return key in self.inner\n"
+             "    def copy(self): read.append('*'); return dict(self.inner)\n"
+             "os.environ = Recording(os.environ)\n"
+             "before = set(sys.modules)\n"
+             "for m in EVEKIT_PRELOAD: importlib.import_module(m)\n"
+             "print(json.dumps([sorted({k for k in read if k == '*' or k.startswith(KERNEL_ONLY_PREFIXES)}),"
+             " len([m for m in sys.modules if m.startswith('evekit.') and m not in before])]))")
+    env = {**os.environ, "EVEKIT_PROBE": "1", "JPY_PROBE": "1"}
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    keys, imported = json.loads(done.stdout)
+    assert imported > 20                       # the notebook modules were imported under the recorder
+    assert keys == [], f"read at import: {keys}"
 
 
 def test_forked_kernel_process_handle_sees_the_kernel_die():

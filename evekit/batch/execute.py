@@ -356,6 +356,33 @@ def run_batch(param_files: list[str], *, serve: bool = False, output_dir: str | 
     if int(jobs) < 1:
         raise ValueError(f"jobs must be >= 1, got {jobs}")
     paths = [Path(p) for p in param_files]
+    server = None
+    if serve:
+        from evekit.server import EmbeddedServer, ServerError
+
+        server = EmbeddedServer()
+        # The server's threads follow what other processes use (`server.thread_plan`): read it
+        # before this batch's own kernel server and exporter take the cores.
+        try:
+            server.thread_plan()
+        except ServerError as exc:  # a bad EVEKIT_SERVER_THREADS / EVEKIT_SERVER_POLL
+            print(f"evekit run: {exc}", file=sys.stderr)
+            return 1
+    # Started first: its imports overlap the checks below and the embedded server's start. One
+    # notebook gains nothing from it.
+    kernel_server = start_kernel_server(fresh_kernels) if len(paths) > 1 else None
+    try:
+        return _checked_batch(paths, server, kernel_server, output_dir, html, notebooks_dir, progress_every, jobs,
+                              track)
+    finally:
+        if kernel_server is not None:
+            kernel_server.close()
+
+
+def _checked_batch(paths: list[Path], server: Any, kernel_server: Any, output_dir: str | None, html: bool,
+                   notebooks_dir: str | None, progress_every: float, jobs: int, track: str | None) -> int:
+    """`run_batch` once the kernel server started: the checks, the run folders' locks, the batch."""
+    serve = server is not None
     nb_dir = Path(notebooks_dir) if notebooks_dir else REPO_ROOT / "notebooks"
     # With --serve the server's URL is not known yet: a stand-in is checked; without it, an exported
     # EVEKIT_SERVER_URL (a server started with `evekit serve`) fills the placeholder.
@@ -376,46 +403,34 @@ def run_batch(param_files: list[str], *, serve: bool = False, output_dir: str | 
             for folder in folders:  # what a killed run's writes left behind (held: nobody else writes here)
                 if folder.exists():
                     remove_leftovers(folder)
-            return _run_batch_locked(paths, nb_dir, serve, check_url, output_dir, html, progress_every, jobs,
-                                     fresh_kernels, track)
+            return _run_batch_locked(paths, nb_dir, server, check_url, output_dir, html, progress_every, jobs,
+                                     kernel_server, track)
     except RunLockedError as exc:
         print(f"evekit run: {exc}", file=sys.stderr)
         print("evekit run: nothing was run", file=sys.stderr)
         return 2
 
 
-def _run_batch_locked(paths: list[Path], nb_dir: Path, serve: bool, check_url: str | None, output_dir: str | None,
-                      html: bool, progress_every: float, jobs: int, fresh_kernels: bool,
+def _run_batch_locked(paths: list[Path], nb_dir: Path, server: Any, check_url: str | None, output_dir: str | None,
+                      html: bool, progress_every: float, jobs: int, kernel_server: Any,
                       track: str | None = None) -> int:
     import shutil
 
     from evekit.batch.index import write_index
     from evekit.endpoints import limit_environment
 
-    server = None
+    serve = server is not None
     failed: list[str] = []
     run_dirs: set[Path] = set()
     started = time.monotonic()
     slots_dir = None
-    kernel_server = None
     try:
-        if serve:
-            from evekit.server import EmbeddedServer, ServerError
-
-            server = EmbeddedServer()
-            # The server's threads follow what other processes use (`server.thread_plan`): read it
-            # before this batch's own kernel server and exporter take the cores.
-            try:
-                server.thread_plan()
-            except ServerError as exc:  # a bad EVEKIT_SERVER_THREADS / EVEKIT_SERVER_POLL
-                print(f"evekit run: {exc}", file=sys.stderr)
-                return 1
-        # Its imports overlap the embedded server's start. One notebook gains nothing from it.
-        kernel_server = start_kernel_server(fresh_kernels) if len(paths) > 1 else None
         if html:
             warm_html_exporter()
         server_url = None if serve else check_url
         if serve:
+            from evekit.server import ServerError
+
             try:
                 server.start()
             except ServerError as exc:
@@ -451,7 +466,7 @@ def _run_batch_locked(paths: list[Path], nb_dir: Path, serve: bool, check_url: s
                 failed.append(str(f))
     finally:
         if kernel_server is not None:
-            kernel_server.close()
+            kernel_server.close()  # run_batch closes it too, when this never ran
         if server is not None:
             server.stop()
             print("embedded server stopped", flush=True)

@@ -3,9 +3,11 @@
 A fresh IPython kernel spends about 1.5 s starting and 2.5 s importing pandas, scipy, matplotlib,
 seaborn and statsmodels before the first cell of a notebook does any work; on a cached re-run of the demo
 that is most of each notebook's time. `evekit run` therefore starts one *kernel server* per batch: a
-child process that imports those third-party libraries (`PRELOAD`; never evekit, whose modules may
-read the kernel's environment), one module at a time between requests, and forks one process per
-kernel (a kernel asked for before the imports are done imports the rest itself, on the other core).
+child process that imports those third-party libraries and then evekit's notebook modules
+(`PRELOAD`) before it serves its first request, and forks one process per kernel (a kernel asked for
+earlier waits for the imports rather than repeat them beside the server). evekit's modules read
+no environment variable when imported (tests/test_kernels.py records every read), so the kernel's
+own `EVEKIT_*` variables reach them as in a fresh kernel.
 Each fork is a brand-new kernel (its own process, session and environment); only the import work is
 shared, copy-on-write.
 
@@ -33,8 +35,8 @@ What stays as in a fresh kernel, and why it needs care:
   its comm target through its IPython extension (`--IPKernelApp.extra_extensions=ipywidgets`).
 - matplotlib reads `MPLBACKEND` when imported: the server sets the value ipykernel would set.
 - the kernel's environment must be the server's (libraries read it at import): a kernel whose
-  environment differs in anything but `EVEKIT_*`/`JPY_*` variables (read by evekit, never preloaded,
-  and by the kernel itself) starts the usual way.
+  environment differs in anything but `EVEKIT_*`/`JPY_*` variables (read by evekit only when its
+  functions run, never at import, and by the kernel itself) starts the usual way.
 - each fork starts its own session (`setsid`, as jupyter_client's launcher does), gets the stdout
   and stderr the launcher would give it (sent over the socket), its environment and working folder;
   the server (which exits with the batch) is its `parent_handle`; random generators are reseeded
@@ -62,18 +64,20 @@ import threading
 import time
 from typing import Any
 
-__all__ = ["KernelServer", "WarmKernelProvisioner", "ForkedKernelProcess", "PRELOAD", "PROVISIONER_NAME",
+__all__ = ["KernelServer", "WarmKernelProvisioner", "ForkedKernelProcess", "PRELOAD", "THIRD_PARTY_PRELOAD",
+           "EVEKIT_PRELOAD", "PROVISIONER_NAME",
            "kernel_manager_class", "start_kernel_server", "request_kernel", "warm_kernels_unavailable",
            "fresh_kernels_requested", "stop_kernels", "forward_kernel_stderr"]
 
 PROVISIONER_GROUP = "jupyter_client.kernel_provisioners"
 PROVISIONER_NAME = "evekit-warm-kernel"  # pyproject.toml registers WarmKernelProvisioner under it
 
-# Imported once in the server. Third-party only, and nothing that decides at import time whether it
-# runs inside a kernel (see the module docstring): `datasets` imports tqdm.auto, so only what it
-# is built on is here (evekit imports datasets only to read from the hub). Not `openai`: no evekit
-# module imports it (the client posts with aiohttp), and it costs the server over a second of CPU.
-PRELOAD = (
+# Imported once in the server, in this order: nothing that decides at import time whether it runs
+# inside a kernel (see the module docstring): `datasets` imports tqdm.auto, so only what it is
+# built on is here (evekit imports datasets only to read from the hub), and evekit imports tqdm.auto
+# only where it draws a bar. Not `openai`: no evekit module imports it (the client posts with
+# aiohttp), and it costs the server over a second of CPU.
+THIRD_PARTY_PRELOAD = (
     "numpy", "pandas", "scipy.stats", "scipy.optimize", "matplotlib.pyplot", "seaborn",
     "aiohttp", "tenacity", "yaml", "jsonschema", "PIL.Image",
     "pyarrow", "huggingface_hub", "fsspec",
@@ -81,6 +85,14 @@ PRELOAD = (
     "rouge_score.rouge_scorer", "sacrebleu",
     "IPython", "ipykernel.kernelapp", "ipykernel.ipkernel",
 )
+# What the notebooks import, and what their cells import on first use (the explorer, the judges'
+# stream, the registry the summary reads): about 0.4 s a notebook on a cached re-run.
+EVEKIT_PRELOAD = (
+    "evekit.runs.task", "evekit.runs.win_rate", "evekit.runs.ranking", "evekit.runs.summary",
+    "evekit.runs.judge_validation", "evekit.runs.win_rate.corrected", "evekit.runs.registry",
+    "evekit.runs.tracked", "evekit.explorer", "evekit.judges.stream", "evekit.glossary", "evekit.leaderboard",
+)
+PRELOAD = THIRD_PARTY_PRELOAD + EVEKIT_PRELOAD
 # Modules that decide at import time whether they run in a kernel: never imported by the server.
 KERNEL_DECIDED = ("tqdm.auto", "tqdm.autonotebook")
 # pandas' `display.max_columns` when not in a terminal ("... defaults to 20", its option's docs).
@@ -88,10 +100,11 @@ PANDAS_KERNEL_MAX_COLUMNS = 20
 INLINE_BACKEND = "module://matplotlib_inline.backend_inline"
 FRESH_ENV = "EVEKIT_FRESH_KERNELS"
 # Environment variables that may differ between the server and a kernel forked from it: nothing
-# the server imports reads them (evekit is never preloaded; JPY_* are the kernel's own).
+# the server imports reads them (evekit's modules read them only when called; JPY_* are the
+# kernel's own).
 KERNEL_ONLY_PREFIXES = ("EVEKIT_", "JPY_")
 _ORIGINAL_ENV = "EVEKIT_KERNEL_SERVER_ORIGINAL"  # the server's own variables, before `_single_threaded`
-REQUEST_TIMEOUT = 120.0  # seconds a kernel request may wait (the server imports between requests)
+REQUEST_TIMEOUT = 120.0  # seconds a kernel request may wait (the server finishes its imports first)
 # Run with the kernel's environment: the thread count of each BLAS library a fresh kernel has.
 _FRESH_THREADS = """
 import json
@@ -470,10 +483,13 @@ class _Server:
 
 
 def serve(listen_fd: int) -> tuple[dict[str, Any], list[int], list[dict[str, Any]]] | None:
-    """The server loop: fork a kernel per connection to the socket `listen_fd` until stdin closes
-    (None), and import `PRELOAD` one module at a time while no request waits: a kernel asked for
-    early starts at once and imports itself what is not preloaded yet (on the other core).
-    In a fork, it returns the kernel to become."""
+    """The server loop: import `PRELOAD`, then fork a kernel per connection to the socket
+    `listen_fd` until stdin closes (None). In a fork, it returns the kernel to become.
+
+    A kernel asked for while the imports run waits for them (the batch is told to end between
+    two imports): forked earlier, it would import the rest itself beside the server, and with two
+    jobs three processes would import the same libraries on two cores (the first two notebooks of
+    a cached re-run took 10 s instead of 3)."""
     import importlib
     import select
 
@@ -484,18 +500,19 @@ def serve(listen_fd: int) -> tuple[dict[str, Any], list[int], list[dict[str, Any
     server = _Server(listen_fd)
     to_import = list(PRELOAD)
     while True:
-        ready = select.select([server.listener, sys.stdin], [], [], 0 if to_import else None)[0]
+        watched = [sys.stdin] if to_import else [server.listener, sys.stdin]
+        ready = select.select(watched, [], [], 0 if to_import else None)[0]
         if sys.stdin in ready and not os.read(sys.stdin.fileno(), 1):
             return None  # the batch closed our stdin, or exited
-        if server.listener in ready:
-            kernel = server.handle(server.listener.accept()[0])
-            if kernel is not None:
-                return kernel
-        elif to_import:
+        if to_import:
             try:
                 importlib.import_module(to_import.pop(0))
             except ImportError:
                 pass  # an optional library not installed: the kernel imports what it needs itself
+        elif server.listener in ready:
+            kernel = server.handle(server.listener.accept()[0])
+            if kernel is not None:
+                return kernel
 
 
 # -- the kernel managers of `evekit run` -----------------------------------

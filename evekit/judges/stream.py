@@ -17,8 +17,6 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from tqdm.auto import tqdm
-
 from evekit.errors import EndpointError
 from evekit.structured import JsonAnswer, remembered_method
 
@@ -42,6 +40,8 @@ class JudgeStream:
         self._closed = False
         self._errors: list[BaseException] = []
         self._cond = threading.Condition()
+        from tqdm.auto import tqdm  # at use, not import: see ModelClient's bar
+
         # Every position counts until it turns out to have nothing to judge.
         self._bars = {s.name: tqdm(total=self.total, desc=f"{panel.kind.desc} {s.name}", unit="case",
                                    disable=not progress, dynamic_ncols=True) for s in panel.specs}

@@ -1,7 +1,9 @@
 """Judge validation: judges measured against expert-labelled answers (`ValidationRun`; the statistics are
-`evekit.judges.validation`)."""
-from evekit.runs.judge_validation.kind import KIND
-from evekit.runs.judge_validation.params import DEFAULT_LABELS, ValidationConfig, ValidationParams
-from evekit.runs.judge_validation.run import ValidationRun
+`evekit.judges.validation`).
 
-__all__ = ["KIND", "ValidationRun", "ValidationParams", "ValidationConfig", "DEFAULT_LABELS"]
+Names are imported on first use (`evekit.lazy`): the batch runner reads `KIND` without the runner."""
+from evekit.lazy import lazy_names
+
+__getattr__, __dir__, __all__ = lazy_names(__name__, {
+    "kind": ("KIND",), "params": ("DEFAULT_LABELS", "ValidationConfig", "ValidationParams"),
+    "run": ("ValidationRun",)})

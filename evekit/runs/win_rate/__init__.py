@@ -16,25 +16,20 @@ The notebook drives a `WinRateRun` (see `evekit.runs.win_rate.run`). One module 
 - `analysis`: statistics after judging (`win_rates`, `sign_test`, `summarize`, `eve_metrics`:
   EVE's numbers under EVE's names, evekit's under `evekit/`).
 - `views`: tables, plots and the saved files (`summary_view`, `plot_*`, `save_outputs`).
-"""
-from evekit.runs.win_rate.analysis import (CI_COLUMNS, SUMMARY_COLUMNS, agreement_matrix, eve_metrics, evekit_metrics,
-                                     judge_agreement,
-                                     question_interval, sign_test, summarize, win_rates)
-from evekit.runs.win_rate.kind import KIND
-from evekit.runs.win_rate.params import ALPHA, TASKS, WinRateConfig, WinRateParams, validate_params
-from evekit.runs.win_rate.judging import (RESULT_COLUMNS, a_shown_first, judge_comparison, judge_outcomes, run_judges)
-from evekit.runs.win_rate.matching import (REQUIRED_COLUMNS, Comparison, ModelSpec, load_comparisons, match_files,
-                                     normalize_ws, read_answers, unwrap_response)
-from evekit.runs.win_rate.run import WinRateRun
-from evekit.runs.win_rate.views import (matching_table, plot_agreement, plot_comparison, plot_position_bias,
-                                  sample_rationales, save_outputs, setup_table, summary_table, summary_view,
-                                  unmatched_table, verdict_text)
 
-__all__ = [
-    "KIND", "WinRateRun", "WinRateParams", "WinRateConfig", "validate_params", "TASKS", "ALPHA", "REQUIRED_COLUMNS", "ModelSpec", "Comparison",
-    "normalize_ws", "unwrap_response", "read_answers", "match_files", "load_comparisons",
-    "RESULT_COLUMNS", "a_shown_first", "judge_comparison", "run_judges", "judge_outcomes",
-    "SUMMARY_COLUMNS", "CI_COLUMNS", "question_interval", "win_rates", "sign_test", "judge_agreement", "agreement_matrix", "summarize", "eve_metrics", "evekit_metrics",
-    "setup_table", "matching_table", "unmatched_table", "summary_table", "summary_view", "verdict_text",
-    "sample_rationales", "plot_comparison", "plot_position_bias", "plot_agreement", "save_outputs",
-]
+Names are imported on first use (`evekit.lazy`): the batch runner reads `KIND` without the runner.
+"""
+from evekit.lazy import lazy_names
+
+__getattr__, __dir__, __all__ = lazy_names(__name__, {
+    "analysis": ("CI_COLUMNS", "SUMMARY_COLUMNS", "agreement_matrix", "eve_metrics", "evekit_metrics", "judge_agreement",
+                 "question_interval", "sign_test", "summarize", "win_rates"),
+    "kind": ("KIND",),
+    "params": ("ALPHA", "TASKS", "WinRateConfig", "WinRateParams", "validate_params"),
+    "judging": ("RESULT_COLUMNS", "a_shown_first", "judge_comparison", "judge_outcomes", "run_judges"),
+    "matching": ("REQUIRED_COLUMNS", "Comparison", "ModelSpec", "load_comparisons", "match_files", "normalize_ws",
+                 "read_answers", "unwrap_response"),
+    "run": ("WinRateRun",),
+    "views": ("matching_table", "plot_agreement", "plot_comparison", "plot_position_bias", "sample_rationales",
+              "save_outputs", "setup_table", "summary_table", "summary_view", "unmatched_table", "verdict_text"),
+})
