@@ -26,6 +26,10 @@ SETTINGS = {
     "2 threads, --poll 0": ["--threads", "2", "--poll", "0"],
     "1 thread, --poll 0": ["--threads", "1", "--poll", "0"],
     "evekit's rule": [],
+    # llama.cpp's other scheduling options, on the thread count that suffers (2 threads, --poll 50)
+    "2 threads, --poll 50, --prio 2": ["--threads", "2", "--poll", "50", "--server-arg=--prio", "--server-arg=2"],
+    "2 threads, --poll 50, --cpu-strict 1": ["--threads", "2", "--poll", "50", "--server-arg=--cpu-strict",
+                                             "--server-arg=1"],
 }
 
 
