@@ -162,7 +162,7 @@ def start_foreign_busy_loop() -> int:
             "    n = 0 if n == 5_000_000 else n + 1\n")
     go_between = ("import subprocess, sys\n"
                   f"loop = subprocess.Popen([sys.executable, '-c', {loop!r}], start_new_session=True,\n"
-                  "                        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)\n"
+                  "                        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
                   "print(loop.pid)")
     done = subprocess.run([sys.executable, "-c", go_between], capture_output=True, text=True, check=True)
     return int(done.stdout)
