@@ -374,7 +374,7 @@ def run_batch(param_files: list[str], *, serve: bool = False, output_dir: str | 
     try:
         return _checked_batch(paths, server, kernel_server, output_dir, html, notebooks_dir, progress_every, jobs,
                               track)
-    finally:
+    finally:  # the one place it closes, whether or not the batch ran
         if kernel_server is not None:
             kernel_server.close()
 
@@ -465,8 +465,6 @@ def _run_batch_locked(paths: list[Path], nb_dir: Path, server: Any, check_url: s
             if not ok:
                 failed.append(str(f))
     finally:
-        if kernel_server is not None:
-            kernel_server.close()  # run_batch closes it too, when this never ran
         if server is not None:
             server.stop()
             print("embedded server stopped", flush=True)
