@@ -58,13 +58,24 @@ class Column:
 
 
 # -- story sections (what a row opens into) ----------------------------------------------------
+def _float(value: float) -> str:
+    """Below 1 in size, four decimals (as the score tables show), not four significant digits: a
+    cosine of float32 embeddings near 0 differs in its sixth decimal between torch builds, and the
+    committed notebooks' explorers must not."""
+    if value == 0 or abs(value) >= 1 or math.isinf(value):
+        return f"{value:.4g}"
+    if abs(value) < 5e-5:
+        return f"{value:.1e}"
+    return f"{value:.4f}".rstrip("0").rstrip(".")
+
+
 def _str(value: Any) -> str | None:
     if value is None:
         return None
     if isinstance(value, float):
         if math.isnan(value):
             return None
-        return f"{value:.4g}"
+        return _float(value)
     if hasattr(value, "item") and not isinstance(value, (str, bytes)):
         return _str(value.item())
     if value is pd.NA or value is pd.NaT:
