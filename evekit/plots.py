@@ -23,6 +23,19 @@ def _axes(ax: Axes | None, width: float, height: float) -> Axes:
     return ax
 
 
+TICK_LABEL_LIMIT = 36  # characters; a longer model or run name would squeeze the axes to nothing
+
+
+def tick_label(text: str, limit: int = TICK_LABEL_LIMIT) -> str:
+    """`text` shortened in the middle to `limit` characters ("start…end"): both ends of a name
+    usually tell models apart (a run prefix, a checkpoint suffix); the tables keep the full name."""
+    text = str(text)
+    if len(text) <= limit:
+        return text
+    head = (limit - 1) // 2
+    return text[:head] + "…" + text[len(text) - (limit - 1 - head):]
+
+
 def save_figure(fig: Figure, path: str | Path, dpi: int = 120) -> Path:
     """Write `fig` as an image (format from the suffix), creating the folder."""
     path = Path(path)
@@ -39,6 +52,7 @@ def heatmap(matrix: pd.DataFrame, *, ax: Axes | None = None, title: str = "", xl
     `empty(row, column)` says in the cell why a value is missing, rather than leave it blank."""
     n_rows, n_cols = matrix.shape
     ax = _axes(ax, 3.2 + 1.1 * max(n_cols, 2), 1.8 + 0.8 * max(n_rows, 2))
+    matrix = matrix.rename(index=tick_label, columns=tick_label)
     sns.heatmap(matrix.astype(float), ax=ax, annot=True, fmt=fmt, vmin=vmin, vmax=vmax, cmap=cmap,
                 square=n_rows == n_cols, cbar_kws={"label": cbar_label} if cbar_label else None,
                 linewidths=0.5, linecolor="white")

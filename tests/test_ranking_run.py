@@ -421,3 +421,31 @@ def test_cluster_by_makes_the_bootstrap_draw_clusters_of_questions(tmp_path):
     assert results["params"]["cluster_by"] == "source"
     with pytest.raises(Exception, match="cluster_by='exam'"):
         ranking(tmp_path / "x", models, respond, cluster_by="exam")
+
+
+def test_plots_of_models_with_long_names_keep_their_axes_and_warn_nothing(recwarn):
+    """A run prefix and a model name of 60+ characters once squeezed the win-probability heatmap to
+    nothing (matplotlib's "constrained_layout not applied" warning, with the venv's path, in the
+    report); tick labels are shortened in the middle, keeping both ends."""
+    import matplotlib.pyplot as plt
+
+    from evekit import plots
+    from evekit.runs.ranking import views
+
+    names = ["eve-rag-ablation-2026-11 · checkpoint-0012000-lora-r64-alpha128-merged-a",
+             "eve-rag-ablation-2026-11 · checkpoint-0012000-lora-r64-alpha128-merged-b"]
+    rows = [dict(judge=j, model=m, rating=v, ci_low=v - 20, ci_high=v + 20, rank=k, style_rating=np.nan,
+                 style_ci_low=np.nan, style_ci_high=np.nan)
+            for j in (R.POOLED, "j1", "j2") for m, v, k in zip(names, (1095, 905), (1, 2))]
+    ratings = pd.DataFrame(rows)
+    for name, make in views.PLOTS.items():
+        fig = make(ratings)
+        fig.canvas.draw()
+        labels = [t.get_text() for ax in fig.axes for t in ax.get_yticklabels() + ax.get_xticklabels()]
+        assert all(len(t.split("  (rank")[0].split("\n")[0]) <= plots.TICK_LABEL_LIMIT for t in labels), (name, labels)
+        assert any(t.startswith("eve-rag") and t.split("  (rank")[0].endswith("merged-a") for t in labels) \
+            or name == "ratings_by_judge.png", (name, labels)
+        plt.close(fig)
+    assert not [w for w in recwarn if "layout" in str(w.message)], [str(w.message) for w in recwarn]
+    assert plots.tick_label("x" * 10) == "x" * 10
+    assert plots.tick_label("a" * 20 + "b" * 20, limit=9) == "aaaa…bbbb"

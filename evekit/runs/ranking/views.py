@@ -88,6 +88,8 @@ def plot_forest(ratings: pd.DataFrame, *, title: str = "", level: float = 0.95) 
     each (open marker). The vertical line is 1000 (the mean, or the baseline)."""
     import matplotlib.pyplot as plt
 
+    from evekit import plots
+
     r = ratings[ratings["judge"] == R.POOLED].sort_values("rating")
     y = np.arange(len(r))
     fig, ax = plt.subplots(figsize=(9.5, 1.4 + 0.55 * len(r)))
@@ -98,7 +100,7 @@ def plot_forest(ratings: pd.DataFrame, *, title: str = "", level: float = 0.95) 
                     fmt="o", mfc="white", color="#DD8452", capsize=3, label="style-controlled (length)")
     ax.axvline(R.CENTER, color="#999999", lw=0.8, ls="--")
     ax.set_yticks(y)
-    ax.set_yticklabels([f"{m}  (rank {int(k)})" for m, k in zip(r["model"], r["rank"])])
+    ax.set_yticklabels([f"{plots.tick_label(m)}  (rank {int(k)})" for m, k in zip(r["model"], r["rank"])])
     ax.set_xlabel("rating (Elo scale: +400 = 10x the odds of winning)")
     ax.set_title(title or "Bradley–Terry ratings, all judges pooled")
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)  # outside: never over a bar
@@ -127,6 +129,8 @@ def plot_judges(ratings: pd.DataFrame, *, title: str = "") -> "Figure":
     with the pooled fit; a judge that rates every model the same is marked ⚠ on its label."""
     import matplotlib.pyplot as plt
 
+    from evekit import plots
+
     judges = [R.POOLED] + sorted(j for j in ratings["judge"].unique() if j != R.POOLED)
     models = ratings[ratings["judge"] == R.POOLED].sort_values("rating", ascending=False)["model"].tolist()
     fig, ax = plt.subplots(figsize=(2.2 + 1.8 * len(judges), 4.5))
@@ -135,14 +139,14 @@ def plot_judges(ratings: pd.DataFrame, *, title: str = "") -> "Figure":
         r = ratings[ratings["model"] == m].set_index("judge").reindex(judges)
         x = np.arange(len(judges)) + off
         ax.errorbar(x, r["rating"], yerr=_err(r, "rating", "ci_low", "ci_high"), fmt="o", capsize=2,
-                    color=plt.cm.tab10(k % 10), label=m, lw=1)
+                    color=plt.cm.tab10(k % 10), label=plots.tick_label(m), lw=1)
     ax.axhline(R.CENTER, color="#999999", lw=0.8, ls="--")
     from evekit.cards import MARK, degenerate_judge_flag
 
     degenerate = {j for j in judges if j != R.POOLED
                   and degenerate_judge_flag(j, ratings.loc[ratings["judge"] == j, "rating"]) is not None}
     ax.set_xticks(np.arange(len(judges)))
-    ax.set_xticklabels([f"{j}\n{MARK} rates all alike" if j in degenerate else j for j in judges])
+    ax.set_xticklabels([plots.tick_label(j) + (f"\n{MARK} rates all alike" if j in degenerate else "") for j in judges])
     ax.set_xlabel("judge")
     ax.set_ylabel("rating (Elo scale)")
     ax.set_title(title or "Ratings per judge and pooled")
