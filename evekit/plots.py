@@ -5,9 +5,13 @@ it and `save_figure` can write it. Owner: winrate; others may append helpers at 
 """
 from __future__ import annotations
 
+import base64
+import io
+import weakref
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
@@ -36,12 +40,77 @@ def tick_label(text: str, limit: int = TICK_LABEL_LIMIT) -> str:
     return text[:head] + "…" + text[len(text) - (limit - 1 - head):]
 
 
-def save_figure(fig: Figure, path: str | Path, dpi: int = 120) -> Path:
-    """Write `fig` as an image (format from the suffix), creating the folder."""
+SAVE_DPI = 110  # every saved plot; a notebook shows the same PNG, scaled to the figure's own dpi
+INLINE_BACKEND = "module://matplotlib_inline.backend_inline"
+# The PNG each figure was shown as, until the figure changes (`show`): save_figure writes it as it is.
+_SHOWN: "weakref.WeakKeyDictionary[Figure, tuple[int, bytes]]" = weakref.WeakKeyDictionary()
+
+
+def _inline_png_kernel(fig: Figure) -> bool:
+    """True in a Jupyter kernel with the inline matplotlib backend whose display shows a figure as
+    PNG only (the default; not after `set_matplotlib_formats('svg')` and the like)."""
+    try:
+        from IPython import get_ipython
+    except ImportError:  # pragma: no cover - comes with ipykernel
+        return False
+    shell = get_ipython()
+    if shell is None or not hasattr(shell, "kernel") or matplotlib.get_backend() != INLINE_BACKEND:
+        return False
+    shown_as = set()
+    for mime in ("image/png", "image/svg+xml", "image/jpeg", "application/pdf"):
+        try:
+            shell.display_formatter.formatters[mime].lookup(fig)
+            shown_as.add(mime)
+        except KeyError:
+            pass
+    return shown_as == {"image/png"}
+
+
+def show(fig: Figure, dpi: int = SAVE_DPI) -> Figure:
+    """Show `fig` in the notebook as the PNG `save_figure` will write, drawn once: the inline backend
+    would draw it at the end of the cell and save_figure again (two tight-bbox renders each; a third
+    of a cached re-run's plotting time). The figure is closed in pyplot (so the backend does not draw
+    it again) but stays usable: save it, or change it and show it again. Outside a kernel with the
+    inline PNG backend (a script, another backend) it is only closed, or shown by IPython's own
+    display where that is the backend's way."""
+    if _inline_png_kernel(fig):
+        png = _render_png(fig, dpi)
+        _SHOWN[fig] = (dpi, png)
+        fig.stale = False  # any change to an artist sets it again (matplotlib's stale propagation)
+        width = int.from_bytes(png[16:20], "big")  # the PNG's IHDR width
+        from IPython.display import display
+
+        display({"image/png": base64.b64encode(png).decode("ascii"), "text/plain": repr(fig)}, raw=True,
+                metadata={"image/png": {"width": round(width * fig.dpi / dpi)}})
+    else:
+        try:
+            from IPython import get_ipython
+        except ImportError:  # pragma: no cover
+            get_ipython = lambda: None  # noqa: E731
+        if get_ipython() is not None:
+            from IPython.display import display
+
+            display(fig)
+    plt.close(fig)
+    return fig
+
+
+def _render_png(fig: Figure, dpi: int) -> bytes:
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=dpi, bbox_inches="tight")
+    return buffer.getvalue()
+
+
+def save_figure(fig: Figure, path: str | Path, dpi: int = SAVE_DPI) -> Path:
+    """Write `fig` as an image (format from the suffix), creating the folder; the PNG it was shown
+    as (`show`) when it has not changed since."""
+    from evekit.atomic import save_figure_atomic, write_bytes_atomic
+
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    from evekit.atomic import save_figure_atomic
-
+    shown = _SHOWN.get(fig)
+    if shown is not None and shown[0] == dpi and path.suffix.lower() == ".png" and not fig.stale:
+        return write_bytes_atomic(path, shown[1])
     return save_figure_atomic(fig, path, dpi=dpi, bbox_inches="tight")
 
 

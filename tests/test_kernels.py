@@ -284,6 +284,46 @@ def test_evekit_modules_the_server_preloads_read_no_kernel_only_variable_when_im
     assert keys == [], f"read at import: {keys}"
 
 
+async def _kernel_saw_preloaded(server: kernels.KernelServer, module: str) -> bool:
+    """Start a kernel from `server`: was `module` imported before its first cell?"""
+    import tempfile
+
+    fd, stderr = tempfile.mkstemp(suffix=".stderr")
+    os.close(fd)
+    km = kernels.kernel_manager_class(stderr, {}, server)(kernel_name="python3")
+    await km.start_kernel(cwd=str(ROOT))
+    kc = km.client()
+    kc.start_channels()
+    printed: list[str] = []
+    try:
+        await kc.wait_for_ready(timeout=120)
+        reply = await kc.execute_interactive(f"import sys; print({module!r} in sys.modules)", timeout=120,
+                                             output_hook=lambda msg: printed.append(msg["content"].get("text", "")))
+        assert reply["content"]["status"] == "ok"
+    finally:
+        kc.stop_channels()
+        await km.shutdown_kernel(now=True)
+        os.unlink(stderr)
+    return "".join(printed).strip() == "True"
+
+
+@linux_only
+def test_the_first_kernels_start_before_the_imports_and_the_next_waits_for_them(provisioner_path):
+    """One kernel per core beside the server's imports starts at once (it imports for itself); a
+    kernel asked for while they import waits until the server has imported everything."""
+    import asyncio
+
+    last = kernels.EVEKIT_PRELOAD[-1]  # what the server imports last; no kernel imports it to start
+
+    async def ask_at_once(server: kernels.KernelServer) -> list[bool]:
+        return list(await asyncio.gather(*(_kernel_saw_preloaded(server, last)
+                                           for _ in range(kernels.early_kernels() + 1))))
+
+    with kernels.KernelServer() as server:
+        saw = asyncio.run(ask_at_once(server))
+    assert sorted(saw) == [False] * kernels.early_kernels() + [True]
+
+
 def test_forked_kernel_process_handle_sees_the_kernel_die():
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     handle = kernels.ForkedKernelProcess(child.pid)

@@ -483,14 +483,26 @@ class _Server:
         conn.close()
 
 
+def early_kernels() -> int:
+    """How many kernels start before the server's imports are done, importing for themselves: one
+    per core the server (importing on one) leaves, at least one."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - Linux has it; the server runs only there
+        cores = os.cpu_count() or 1
+    return max(1, cores - 1)
+
+
 def serve(listen_fd: int) -> tuple[dict[str, Any], list[int], list[dict[str, Any]]] | None:
     """The server loop: fork a kernel per connection to the socket `listen_fd` until stdin closes
     (None), and import `PRELOAD` one module at a time while no request waits. In a fork, it returns
     the kernel to become.
 
-    A kernel asked for early starts at once and imports itself what is not preloaded yet: on a
-    quiet two-core machine that is faster than making it wait for the imports (a cached re-run of
-    the demo: 23.3 s against 25.4 s, the first two notebooks 4.5 s against 8.4 s)."""
+    The first kernels asked for before the imports are done (`early_kernels`: one per core beside
+    the server's own) start at once and import themselves what is not preloaded yet; a kernel asked
+    for after them waits for the imports: one core imports for every later kernel while the others
+    import for one kernel each, instead of every process importing everything on too few cores.
+    Timings on a quiet two-core machine are in `benchmarks/bench_demo_rerun.py`'s figures."""
     import importlib
     import select
 
@@ -500,13 +512,30 @@ def serve(listen_fd: int) -> tuple[dict[str, Any], list[int], list[dict[str, Any
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the batch's to handle
     server = _Server(listen_fd)
     to_import = list(PRELOAD)
+    early_left = early_kernels()
+    waiting: list[socket.socket] = []  # requests held until the imports are done
     while True:
+        if waiting and not to_import:
+            conn = waiting.pop(0)
+            kernel = server.handle(conn)
+            if kernel is not None:
+                for other in waiting:
+                    other.close()  # the server's, not this kernel's
+                return kernel
+            continue
         ready = select.select([server.listener, sys.stdin], [], [], 0 if to_import else None)[0]
         if sys.stdin in ready and not os.read(sys.stdin.fileno(), 1):
             return None  # the batch closed our stdin, or exited
         if server.listener in ready:
-            kernel = server.handle(server.listener.accept()[0])
+            conn = server.listener.accept()[0]
+            if to_import and early_left <= 0:
+                waiting.append(conn)
+                continue
+            early_left -= bool(to_import)
+            kernel = server.handle(conn)
             if kernel is not None:
+                for other in waiting:
+                    other.close()
                 return kernel
         elif to_import:
             try:
@@ -541,6 +570,50 @@ def stop_kernels() -> int:
     return len(managers)
 
 
+def _ready_client_class() -> type:
+    from queue import Empty
+
+    from jupyter_client import protocol_version_info
+    from jupyter_client.asynchronous import AsyncKernelClient
+
+    class ReadyKernelClient(AsyncKernelClient):  # type: ignore[misc]
+        """jupyter_client's client, whose `wait_for_ready` does not end by waiting for 0.2 s of
+        silence on IOPub (15 kernels of a batch: 3 s of nothing): what is left there answers no
+        request of nbclient's, which reads only the replies to its own. The rest is as
+        jupyter_client's: a kernel_info reply, then one IOPub message to know IOPub is connected."""
+
+        async def wait_for_ready(self, timeout: float | None = None) -> None:
+            deadline = time.time() + (float("inf") if timeout is None else timeout)
+            while True:
+                self.kernel_info()
+                try:
+                    msg = await self.shell_channel.get_msg(timeout=1)
+                except Empty:
+                    pass
+                else:
+                    if msg["msg_type"] == "kernel_info_reply":
+                        try:
+                            await self.iopub_channel.get_msg(timeout=0.2)
+                        except Empty:
+                            pass
+                        else:
+                            major = int(msg["content"]["protocol_version"].split(".")[0])
+                            if major != protocol_version_info[0]:  # as jupyter_client adapts to the kernel
+                                self.session.adapt_version = major
+                            break
+                if not await self.is_alive():
+                    raise RuntimeError("Kernel died before replying to kernel_info")
+                if time.time() > deadline:
+                    raise RuntimeError(f"Kernel didn't respond in {timeout:.0f} seconds")
+            while True:  # what IOPub holds already, without waiting for more
+                try:
+                    await self.iopub_channel.get_msg(timeout=0)
+                except Empty:
+                    break
+
+    return ReadyKernelClient
+
+
 def kernel_manager_class(stderr_path: str, env: dict[str, str] | None = None,
                          kernel_server: KernelServer | None = None) -> type:
     """A kernel manager class for papermill: its kernel writes its stderr to the file `stderr_path`
@@ -565,6 +638,7 @@ def kernel_manager_class(stderr_path: str, env: dict[str, str] | None = None,
             if kernel_server is not None:
                 kw.setdefault("kernel_spec_manager", WarmKernelSpecManager())
             super().__init__(**kw)
+            self.client_factory = _ready_client_class()
 
         async def start_kernel(self, **kw: Any) -> None:
             if "stderr" not in kw:

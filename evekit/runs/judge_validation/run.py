@@ -220,6 +220,13 @@ class ValidationRun(NotebookRun):
         """Heatmap of accuracy per judge and case type, and accuracy per judge with its interval."""
         from evekit import plots
 
+        for fig in self._draw_figures().values():
+            plots.show(fig)
+        return self.figures
+
+    def _draw_figures(self) -> dict[str, Any]:
+        from evekit import plots
+
         self._judged()
         c = self.cases.assign(judge=self.cases["judge"].replace({V.VOTE: "panel vote"}))
         matrix = c.pivot(index="judge", columns="case", values="accuracy")
@@ -285,8 +292,8 @@ class ValidationRun(NotebookRun):
         write_csv_atomic(self.cases, d / "per_case.csv", index=False)
         verdicts = self._verdicts_table(judged)
         write_csv_atomic(verdicts, d / "verdicts.csv", index=False)
-        if not self.figures:
-            self.plots()
+        if not self.figures:  # drawn here, not shown: the notebook skipped its plots cell
+            self._draw_figures()
         for name, fig in self.figures.items():
             plots.save_figure(fig, d / name)
             plt.close(fig)

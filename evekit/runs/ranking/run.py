@@ -45,6 +45,7 @@ class RankingRun(NotebookRun):
         self.call_plan: dict[str, Any] = {}
         self.battles: pd.DataFrame | None = None
         self.ratings: pd.DataFrame | None = None
+        self.figures: tuple[pd.DataFrame, dict[str, Any]] | None = None  # the ratings plots() drew, its figures
         self.usage: dict[str, dict[str, Any]] = {}
         self.judge_seconds = 0.0
 
@@ -184,14 +185,11 @@ class RankingRun(NotebookRun):
         return table
 
     def plots(self) -> None:
-        """Show the three plots (save() writes them as PNG)."""
-        import matplotlib.pyplot as plt
-        from IPython.display import display
+        """Show the three plots (save() writes them as PNG, the same images while the ratings stay)."""
+        from evekit import plots
 
-        for make in views.PLOTS.values():
-            fig = make(self._rated())
-            display(fig)
-            plt.close(fig)
+        ratings = self._rated()
+        self.figures = (ratings, {name: plots.show(make(ratings)) for name, make in views.PLOTS.items()})
 
     def rationales(self, n: int = 5) -> pd.DataFrame:
         """A few judged decisions with the judge's rationale (sampled with the run's seed)."""
@@ -241,6 +239,7 @@ class RankingRun(NotebookRun):
         return views.save_outputs(
             c.run_dir / KIND.name / safe_name(c.task), battles=self._battles(), ratings=self._rated(), record=self.results(),
             run_name=c.run_name, task=c.task, models=matched.models,
+            figures=self.figures[1] if self.figures and self.figures[0] is self._rated() else None,
             extra_tables={"left_out.csv": matched.left_out,
                           "kendall_tau.csv": R.kendall_tau_between_judges(self._rated())})
 

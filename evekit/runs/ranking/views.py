@@ -169,8 +169,10 @@ PLOTS = {"ratings_forest.png": plot_forest, "win_probability.png": plot_win_matr
 
 
 def save_outputs(out_dir: Path, *, battles: pd.DataFrame, ratings: pd.DataFrame, record: dict[str, Any],
-                 run_name: str, task: str, models: Sequence[str], extra_tables: dict[str, pd.DataFrame]) -> Path:
-    """Write battles.csv, ratings.csv, the extra tables, results.json, the plots and run.json."""
+                 run_name: str, task: str, models: Sequence[str], extra_tables: dict[str, pd.DataFrame],
+                 figures: dict[str, Any] | None = None) -> Path:
+    """Write battles.csv, ratings.csv, the extra tables, results.json, the plots and run.json; a plot
+    in `figures` (the notebook's, drawn from these ratings) is written as shown, the others drawn."""
     import matplotlib.pyplot as plt
 
     from evekit import plots
@@ -181,7 +183,7 @@ def save_outputs(out_dir: Path, *, battles: pd.DataFrame, ratings: pd.DataFrame,
     for name, table in extra_tables.items():
         write_csv_atomic(table, out_dir / name, index=False)
     for name, make in PLOTS.items():
-        fig = make(ratings)
+        fig = (figures or {}).get(name) or make(ratings)
         plots.save_figure(fig, out_dir / name)
         plt.close(fig)
     write_text_atomic(out_dir / "results.json", json.dumps(json_safe(record), indent=2, ensure_ascii=False) + "\n")

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from evekit.atomic import save_figure_atomic, write_csv_atomic
+from evekit.atomic import write_csv_atomic
 from evekit import repeats, stats
 from evekit.cards import MARK, comparison_card, comparisons_card
 from evekit.naming import configuration_name
@@ -508,7 +508,9 @@ def save_summary(out_dir: Path, board: pd.DataFrame, tests: pd.DataFrame, usage:
         write_csv_atomic(detectable, out_dir / "detectable_differences.csv", index=False)
         files.append("detectable_differences.csv")
     if figure is not None:
-        save_figure_atomic(figure, out_dir / "leaderboard.png", dpi=110, bbox_inches="tight")
+        from evekit import plots  # matplotlib only when there is a figure
+
+        plots.save_figure(figure, out_dir / "leaderboard.png")
         files.append("leaderboard.png")
     write_run_record(out_dir, kind=KIND, notebook=KIND.notebooks[0], run_name=run_name or out_dir.parent.name,
                      files=files)

@@ -61,7 +61,7 @@ class SummaryRun(NotebookRun):
     def chart(self) -> Any:
         from evekit import plots
 
-        self.figure = plots.leaderboard_chart(self.board) if len(self.board) else None
+        self.figure = plots.show(plots.leaderboard_chart(self.board)) if len(self.board) else None
         return self.figure
 
     def paired_tests(self) -> pd.DataFrame | None:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pandas as pd
 
-from evekit.atomic import save_figure_atomic
+from evekit import plots
 from evekit.report import write_text_atomic
 from evekit.runs.records import calls_outcome, write_run_record
 from evekit.runs.task.kind import CUSTOM_NOTEBOOK, KIND
@@ -33,7 +33,7 @@ def write_run(out_dir: Path, samples: pd.DataFrame, results: dict[str, Any], *, 
                       json.dumps(to_eee(results, dataset=dataset, samples=samples), ensure_ascii=False) + "\n")
     figures = figures or {}
     for name, fig in figures.items():
-        save_figure_atomic(fig, out_dir / name, dpi=110, bbox_inches="tight")
+        plots.save_figure(fig, out_dir / name)
     params = results.get("params", {})
     # A custom task runs in notebooks/custom_task.ipynb; an EVE task in the notebook of its name.
     write_run_record(out_dir, kind=KIND, notebook=CUSTOM_NOTEBOOK if params.get("task_file") else results["task"],

@@ -994,9 +994,9 @@ class TaskRun(NotebookRun):
         self.group_table = tasks.metrics_by_group(self.samples, self._metrics_of)
         title = f"{self.config.task} · {self.name}"
         headline = self.headline
-        self.figures[GROUP_PLOT] = plots.group_breakdown(
+        self.figures[GROUP_PLOT] = plots.show(plots.group_breakdown(
             self.group_table, headline, group_by=self.config.group_by, title=title,
-            overall=self.metrics.get(headline, {}).get("value"))
+            overall=self.metrics.get(headline, {}).get("value")))
         return _why_missing(shown(self.group_table.round(4)), METRIC_MISSING)
 
     def _group_extra(self) -> dict[str, Any] | None:
@@ -1121,7 +1121,9 @@ class TaskRun(NotebookRun):
         if pref is not None:
             figs["position_preference.png"] = plots.position_preference(pref, orders=self.config.permutations,
                                                                         title=title)
-        if GROUP_PLOT in self.figures:  # drawn by by_group(), which may come first
+        for fig in figs.values():
+            plots.show(fig)
+        if GROUP_PLOT in self.figures:  # drawn (and shown) by by_group(), which may come first
             figs[GROUP_PLOT] = self.figures[GROUP_PLOT]
         self.figures = figs
         return figs

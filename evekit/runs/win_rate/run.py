@@ -38,6 +38,8 @@ class WinRateRun(NotebookRun):
         super().__init__(config, clients)
         self.comparisons: list[Comparison] = []
         self.usage: dict[str, dict[str, Any]] = {}
+        # Per comparison (its label): the results plots() drew from, and its figures.
+        self.figures: dict[str, tuple[pd.DataFrame, dict[str, Any]]] = {}
 
     def setup_table(self) -> pd.DataFrame:
         """Who is compared and who judges: one row per model and per judge (no secrets); a note
@@ -91,15 +93,12 @@ class WinRateRun(NotebookRun):
             display(eve_view(comp.results, comp.name_a, comp.name_b, comp.judges))
 
     def plots(self) -> None:
-        """Show each comparison's plots (save() writes them as PNG)."""
-        import matplotlib.pyplot as plt
-        from IPython.display import display
+        """Show each comparison's plots (save() writes them as PNG, the same images while its
+        results stay)."""
+        from evekit import plots
 
-        for comp in self._judged():
-            for make in (views.plot_comparison, views.plot_position_bias, views.plot_agreement):
-                fig = make(comp)
-                display(fig)
-                plt.close(fig)
+        self.figures = {comp.label: (comp.results, {name: plots.show(make(comp)) for name, make in views.PLOTS.items()})
+                        for comp in self._judged()}
 
     def corrected_scores(self) -> pd.DataFrame | None:
         """Per comparison with a labelled sheet (`expert_labels`): shows the panel's alpaca win rate
@@ -184,7 +183,10 @@ class WinRateRun(NotebookRun):
 
     def save(self) -> list[Path]:
         """Write one folder per comparison and print where (see `views.save_outputs`)."""
-        return views.save_outputs(self._judged(), self.config, self.usage)
+        comps = self._judged()
+        figures = {comp.label: drawn[1] for comp in comps
+                   if (drawn := self.figures.get(comp.label)) is not None and drawn[0] is comp.results}
+        return views.save_outputs(comps, self.config, self.usage, figures=figures)
 
     def _loaded(self) -> list[Comparison]:
         assert self.comparisons, "run load() first"

@@ -215,9 +215,15 @@ def _reasons(results: pd.DataFrame, judge: str) -> dict[str, int]:
     return abstention_reasons(results.loc[results["judge"] == judge, "error"])
 
 
+PLOTS = {"comparison.png": plot_comparison, "position_bias.png": plot_position_bias,
+         "agreement_heatmap.png": plot_agreement}  # file name -> drawing, in the order shown
+
+
 def save_outputs(comparisons: Sequence[Comparison], cfg: WinRateParams,
-                 usage: dict[str, Any] | None = None) -> list[Path]:
-    """Write each comparison's folder with its run.json record (what the batch runner reads).
+                 usage: dict[str, Any] | None = None, figures: dict[str, dict[str, Any]] | None = None) -> list[Path]:
+    """Write each comparison's folder with its run.json record (what the batch runner reads); a
+    plot in `figures` (per comparison label: the notebook's, drawn from its results) is written as
+    shown, the others drawn.
 
     metrics.json's `metrics` holds EVE's numbers by EVE's definitions under EVE's names and evekit's
     own figures under `evekit/...` (`analysis.eve_metrics`); `eve_definitions` repeats EVE's part
@@ -236,9 +242,8 @@ def save_outputs(comparisons: Sequence[Comparison], cfg: WinRateParams,
         write_csv_atomic(comp.summary, d / "summary.csv", index=False)
         write_csv_atomic(unmatched_table([comp]), d / "unmatched.csv", index=False)
         write_csv_atomic(agreement_matrix(comp.outcomes), d / "agreement.csv")
-        for name, make in (("comparison.png", plot_comparison), ("position_bias.png", plot_position_bias),
-                           ("agreement_heatmap.png", plot_agreement)):
-            fig = make(comp)
+        for name, make in PLOTS.items():
+            fig = (figures or {}).get(comp.label, {}).get(name) or make(comp)
             plots.save_figure(fig, d / name)
             plt.close(fig)
         record = {
