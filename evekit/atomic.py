@@ -25,7 +25,7 @@ from typing import Any, Iterator
 
 from evekit.errors import OutputError
 
-__all__ = ["atomic_path", "write_text_atomic", "write_bytes_atomic", "write_csv_atomic", "save_figure_atomic",
+__all__ = ["atomic_path", "write_text_atomic", "write_bytes_atomic", "write_csv_atomic", "save_figure_atomic", "figure_bytes",
            "is_disk_full", "remove_leftovers"]
 
 _FULL = {errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)}
@@ -111,6 +111,17 @@ def save_figure_atomic(fig: Any, path: str | os.PathLike[str], **kwargs: Any) ->
     with atomic_path(path) as tmp:
         fig.savefig(tmp, **kwargs)
     return path
+
+
+def figure_bytes(fig: Any, **kwargs: Any) -> bytes:
+    """What `fig.savefig(file, **kwargs)` would write (a PNG unless `format` says otherwise), in
+    memory: for a figure shown and saved from one rendering (`plots.show`)."""
+    import io
+
+    kwargs.setdefault("format", "png")
+    buffer = io.BytesIO()
+    fig.savefig(buffer, **kwargs)
+    return buffer.getvalue()
 
 
 _LEFTOVER = re.compile(r"\..+\.[A-Za-z0-9_]{8}\.tmp")

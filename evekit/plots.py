@@ -6,7 +6,6 @@ it and `save_figure` can write it. Owner: winrate; others may append helpers at 
 from __future__ import annotations
 
 import base64
-import io
 import weakref
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -96,9 +95,9 @@ def show(fig: Figure, dpi: int = SAVE_DPI) -> Figure:
 
 
 def _render_png(fig: Figure, dpi: int) -> bytes:
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=dpi, bbox_inches="tight")
-    return buffer.getvalue()
+    from evekit.atomic import figure_bytes
+
+    return figure_bytes(fig, format="png", dpi=dpi, bbox_inches="tight")
 
 
 def save_figure(fig: Figure, path: str | Path, dpi: int = SAVE_DPI) -> Path:
