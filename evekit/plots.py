@@ -45,14 +45,18 @@ INLINE_BACKEND = "module://matplotlib_inline.backend_inline"
 _SHOWN: "weakref.WeakKeyDictionary[Figure, tuple[int, bytes]]" = weakref.WeakKeyDictionary()
 
 
-def _inline_png_kernel(fig: Figure) -> bool:
-    """True in a Jupyter kernel with the inline matplotlib backend whose display shows a figure as
-    PNG only (the default; not after `set_matplotlib_formats('svg')` and the like)."""
+def _kernel_shell() -> Any:
+    """The IPython shell this runs in, or None (a script, or IPython not installed)."""
     try:
         from IPython import get_ipython
     except ImportError:  # pragma: no cover - comes with ipykernel
-        return False
-    shell = get_ipython()
+        return None
+    return get_ipython()
+
+
+def _inline_png(shell: Any, fig: Figure) -> bool:
+    """True in a Jupyter kernel with the inline matplotlib backend whose display shows a figure as
+    PNG only (the default; not after `set_matplotlib_formats('svg')` and the like)."""
     if shell is None or not hasattr(shell, "kernel") or matplotlib.get_backend() != INLINE_BACKEND:
         return False
     shown_as = set()
@@ -72,32 +76,23 @@ def show(fig: Figure, dpi: int = SAVE_DPI) -> Figure:
     it again) but stays usable: save it, or change it and show it again. Outside a kernel with the
     inline PNG backend (a script, another backend) it is only closed, or shown by IPython's own
     display where that is the backend's way."""
-    if _inline_png_kernel(fig):
-        png = _render_png(fig, dpi)
-        _SHOWN[fig] = (dpi, png)
-        fig.stale = False  # any change to an artist sets it again (matplotlib's stale propagation)
-        width = int.from_bytes(png[16:20], "big")  # the PNG's IHDR width
+    shell = _kernel_shell()
+    if shell is not None:
         from IPython.display import display
 
-        display({"image/png": base64.b64encode(png).decode("ascii"), "text/plain": repr(fig)}, raw=True,
-                metadata={"image/png": {"width": round(width * fig.dpi / dpi)}})
-    else:
-        try:
-            from IPython import get_ipython
-        except ImportError:  # pragma: no cover
-            get_ipython = lambda: None  # noqa: E731
-        if get_ipython() is not None:
-            from IPython.display import display
+        if _inline_png(shell, fig):
+            from evekit.atomic import figure_bytes
 
+            png = figure_bytes(fig, format="png", dpi=dpi, bbox_inches="tight")
+            _SHOWN[fig] = (dpi, png)
+            fig.stale = False  # any change to an artist sets it again (matplotlib's stale propagation)
+            width = int.from_bytes(png[16:20], "big")  # the PNG's IHDR width
+            display({"image/png": base64.b64encode(png).decode("ascii"), "text/plain": repr(fig)}, raw=True,
+                    metadata={"image/png": {"width": round(width * fig.dpi / dpi)}})
+        else:
             display(fig)
     plt.close(fig)
     return fig
-
-
-def _render_png(fig: Figure, dpi: int) -> bytes:
-    from evekit.atomic import figure_bytes
-
-    return figure_bytes(fig, format="png", dpi=dpi, bbox_inches="tight")
 
 
 def save_figure(fig: Figure, path: str | Path, dpi: int = SAVE_DPI) -> Path:

@@ -516,32 +516,28 @@ def serve(listen_fd: int) -> tuple[dict[str, Any], list[int], list[dict[str, Any
     waiting: list[socket.socket] = []  # requests held until the imports are done
     while True:
         if waiting and not to_import:
-            conn = waiting.pop(0)
-            kernel = server.handle(conn)
-            if kernel is not None:
-                for other in waiting:
-                    other.close()  # the server's, not this kernel's
-                return kernel
-            continue
-        ready = select.select([server.listener, sys.stdin], [], [], 0 if to_import else None)[0]
-        if sys.stdin in ready and not os.read(sys.stdin.fileno(), 1):
-            return None  # the batch closed our stdin, or exited
-        if server.listener in ready:
+            conn = waiting.pop(0)  # held while the server imported: it can have them all now
+        else:
+            ready = select.select([server.listener, sys.stdin], [], [], 0 if to_import else None)[0]
+            if sys.stdin in ready and not os.read(sys.stdin.fileno(), 1):
+                return None  # the batch closed our stdin, or exited
+            if server.listener not in ready:
+                if to_import:
+                    try:
+                        importlib.import_module(to_import.pop(0))
+                    except ImportError:
+                        pass  # an optional library not installed: the kernel imports what it needs itself
+                continue
             conn = server.listener.accept()[0]
             if to_import and early_left <= 0:
                 waiting.append(conn)
                 continue
             early_left -= bool(to_import)
-            kernel = server.handle(conn)
-            if kernel is not None:
-                for other in waiting:
-                    other.close()
-                return kernel
-        elif to_import:
-            try:
-                importlib.import_module(to_import.pop(0))
-            except ImportError:
-                pass  # an optional library not installed: the kernel imports what it needs itself
+        kernel = server.handle(conn)
+        if kernel is not None:
+            for other in waiting:
+                other.close()  # the server's, not this kernel's
+            return kernel
 
 
 # -- the kernel managers of `evekit run` -----------------------------------
